@@ -16,7 +16,5 @@ def test_installed_version_matches_the_package(distribution, module):
 
 
 def test_integrations_depends_on_both_other_packages():
-    names = {
-        req.split(";")[0].split("[")[0].split(">")[0].split("=")[0].strip() for req in requires("skyrl-integrations")
-    }
+    names = {Requirement(req).name for req in requires("skyrl-integrations")}
     assert {"skyrl-gym", "skyrl-train"} <= names
