@@ -1,0 +1,497 @@
+"""The typed config schema: one dataclass field per config key, with its type, default and help text.
+
+This module is the single definition of every key. `ppo_base_config.yaml` and `docs/config_reference.md`
+are rendered from it (`python -m skyrl_train.config.render_yaml`), `loader.build_config` type-checks
+against it, and `validate.validate_cfg` holds every cross-key rule.
+
+Key names and defaults follow upstream SkyRL's `ppo_base_config.yaml`; the deviations are listed in
+`docs/config_reference.md`. Two sections are open-ended: keys of `environment.skyrl_gym` other than
+`max_env_workers` are per-env config blocks (env id -> mapping), and keys of `*sampling_params` other
+than the declared ones are passed to the inference engine unchanged.
+"""
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from omegaconf import DictConfig, OmegaConf
+
+__all__ = [
+    "SkyRLConfig",
+    "DataConfig",
+    "TrainerConfig",
+    "PlacementConfig",
+    "LoraConfig",
+    "ModelConfig",
+    "RefModelConfig",
+    "OptimizerConfig",
+    "FSDPConfig",
+    "PolicyConfig",
+    "RefConfig",
+    "CriticConfig",
+    "S3Config",
+    "KLCtrlConfig",
+    "OffPolicyCorrectionConfig",
+    "SAPOConfig",
+    "DynamicSamplingConfig",
+    "ClipCovConfig",
+    "KLCovConfig",
+    "CISPOConfig",
+    "AlgorithmConfig",
+    "ChatTemplateConfig",
+    "SamplingParams",
+    "GeneratorConfig",
+    "SkyRLGymConfig",
+    "EnvironmentConfig",
+    "knob",
+    "section",
+    "help_of",
+    "extra_keys_field",
+    "to_dict",
+]
+
+
+def knob(default: Any, help: str) -> Any:
+    """Declare one config key: its default and a one-line help text (mutable defaults are copied per instance)."""
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+def section(factory: Any, help: str) -> Any:
+    """Declare a nested block of keys, built by `factory` (a dataclass or a function returning one)."""
+    return field(default_factory=factory, metadata={"help": help})
+
+
+def help_of(f: dataclasses.Field) -> str:
+    """The help text declared with `knob`/`section` for a dataclass field."""
+    return f.metadata.get("help", "")
+
+
+def extra_keys_field(cls: type) -> str | None:
+    """Name of the dict field that collects undeclared keys of this block, or None if the block is closed."""
+    return getattr(cls, "_extra_keys_field", None)
+
+
+# ----------------------------------------------------------------------------------------------- data
+
+
+@dataclass
+class DataConfig:
+    train_data: list[str] = knob(
+        ["~/data/gsm8k/train.parquet"],
+        "Training datasets: parquet/json/jsonl paths or HF ids ('name' or 'name:split').",
+    )
+    val_data: list[str] = knob(
+        ["~/data/gsm8k/validation.parquet"], "Evaluation datasets, same forms as train_data; empty list = no eval."
+    )
+
+
+# -------------------------------------------------------------------------------------------- trainer
+
+
+@dataclass
+class PlacementConfig:
+    colocate_all: bool = knob(True, "Put policy, ref, critic and local inference engines on the same devices.")
+    colocate_policy_ref: bool = knob(True, "Put the policy and ref models on the same devices.")
+    policy_num_nodes: int = knob(1, "Nodes for policy workers.")
+    policy_num_gpus_per_node: int = knob(1, "Policy workers per node (one per GPU; on CPU, one per process).")
+    critic_num_nodes: int = knob(1, "Nodes for critic workers.")
+    critic_num_gpus_per_node: int = knob(1, "Critic workers per node (one per GPU; on CPU, one per process).")
+    ref_num_nodes: int = knob(1, "Nodes for ref workers.")
+    ref_num_gpus_per_node: int = knob(1, "Ref workers per node (one per GPU; on CPU, one per process).")
+
+
+@dataclass
+class LoraConfig:
+    rank: int = knob(0, "LoRA rank; 0 disables LoRA (full fine-tuning).")
+    alpha: int = knob(16, "LoRA alpha (scaling = alpha / rank).")
+    dropout: float = knob(0.0, "Dropout on the LoRA layers.")
+    lora_sync_path: str = knob(
+        "/tmp/skyrl_lora_sync", "Local folder where adapters are written for the engines to load."
+    )
+    target_modules: str | list[str] = knob("all-linear", "Modules that get adapters: 'all-linear' or a list of names.")
+    exclude_modules: str | list[str] | None = knob(None, "Modules excluded from target_modules (peft semantics).")
+    init_method: str = knob("kaiming", "Initialisation of the LoRA A matrix.")
+
+
+@dataclass
+class ModelConfig:
+    path: str | None = knob(None, "Local folder or HF model id to load.")
+    lora: LoraConfig = section(LoraConfig, "LoRA adapter settings (peft).")
+
+
+@dataclass
+class RefModelConfig:
+    path: str | None = knob("${trainer.policy.model.path}", "Reference model to load; defaults to the policy's.")
+
+
+@dataclass
+class OptimizerConfig:
+    lr: float = knob(1e-6, "Peak learning rate (AdamW).")
+    adam_betas: list[float] = knob([0.9, 0.999], "AdamW betas.")
+    weight_decay: float = knob(1e-2, "AdamW weight decay.")
+    max_grad_norm: float = knob(1.0, "Gradient clipping by global norm.")
+    offload_after_step: bool = knob(True, "Offload optimizer state to CPU after each step (colocated GPU runs).")
+    num_warmup_steps: int = knob(0, "Learning-rate warmup, in optimizer steps.")
+    scheduler: str = knob("constant_with_warmup", "HF `get_scheduler` name; steps once per optimizer step.")
+
+
+@dataclass
+class FSDPConfig:
+    cpu_offload: bool = knob(False, "Offload parameters to CPU (FSDP2 CPUOffloadPolicy).")
+    reshard_after_forward: bool = knob(True, "Free gathered parameters after forward (FSDP2 reshard_after_forward).")
+    fsdp_size: int = knob(-1, "Shard group size; -1 = all workers of the model (full sharding).")
+
+
+@dataclass
+class PolicyConfig:
+    model: ModelConfig = section(
+        lambda: ModelConfig(path="Qwen/Qwen2.5-1.5B-Instruct"), "Policy model and its LoRA adapter."
+    )
+    optimizer_config: OptimizerConfig = section(OptimizerConfig, "Policy optimizer and LR schedule.")
+    fsdp_config: FSDPConfig = section(FSDPConfig, "FSDP2 sharding of the policy (strategy=fsdp2).")
+    sequence_parallel_size: int = knob(1, "Ulysses sequence-parallel group size.")
+    use_torch_compile: bool = knob(False, "Wrap the policy forward in torch.compile.")
+    record_memory: bool = knob(False, "Record CUDA memory snapshots for debugging.")
+    model_config_kwargs: dict[str, Any] = knob({}, "Extra kwargs set on the HF model config before loading.")
+
+
+@dataclass
+class RefConfig:
+    model: RefModelConfig = section(RefModelConfig, "Reference model (frozen; used for the KL term).")
+    fsdp_config: FSDPConfig = section(FSDPConfig, "FSDP2 sharding of the ref model (strategy=fsdp2).")
+    sequence_parallel_size: int = knob(1, "Ulysses sequence-parallel group size.")
+    model_config_kwargs: dict[str, Any] = knob({}, "Extra kwargs set on the HF model config before loading.")
+
+
+@dataclass
+class CriticConfig:
+    model: ModelConfig = section(ModelConfig, "Critic model; the critic exists only if model.path is set.")
+    optimizer_config: OptimizerConfig = section(lambda: OptimizerConfig(lr=5e-6), "Critic optimizer and LR schedule.")
+    fsdp_config: FSDPConfig = section(FSDPConfig, "FSDP2 sharding of the critic (strategy=fsdp2).")
+    sequence_parallel_size: int = knob(1, "Ulysses sequence-parallel group size.")
+    model_config_kwargs: dict[str, Any] = knob({}, "Extra kwargs set on the HF model config before loading.")
+
+
+@dataclass
+class KLCtrlConfig:
+    type: str = knob("fixed", "KL coefficient controller for use_kl_in_reward: 'fixed' or 'adaptive'.")
+    kl_target: float = knob(0.1, "Target KL of the adaptive controller.")
+    horizon: int = knob(10000, "Horizon (steps) of the adaptive controller.")
+
+
+@dataclass
+class OffPolicyCorrectionConfig:
+    tis_ratio_type: str | None = knob(
+        None, "Truncated importance sampling vs rollout logprobs: null, 'token' or 'sequence'."
+    )
+    token_tis_ratio_clip_high: float = knob(2.0, "Upper clip of the per-token TIS ratio.")
+    sequence_tis_ratio_clip_high: float = knob(5.0, "Upper clip of the per-sequence TIS ratio.")
+    sequence_mask_metric: str | None = knob(None, "Mask sequences by ratio: null, 'product' or 'geometric'.")
+    geo_mask_high: float = knob(1.01, "Upper bound of the geometric-mean ratio mask.")
+    geo_mask_low: float = knob(0.99, "Lower bound of the geometric-mean ratio mask.")
+    product_mask_high: float = knob(2.0, "Upper bound of the product ratio mask.")
+    product_mask_low: float = knob(0.5, "Lower bound of the product ratio mask.")
+    outlier_token_is_threshold_low: float | None = knob(
+        None, "Mask sequences with any token ratio below this; null = off."
+    )
+    outlier_token_is_threshold_high: float | None = knob(
+        None, "Mask sequences with any token ratio above this; null = off."
+    )
+
+
+@dataclass
+class SAPOConfig:
+    tau_pos: float = knob(1.0, "SAPO temperature for positive advantages.")
+    tau_neg: float = knob(1.05, "SAPO temperature for negative advantages.")
+
+
+@dataclass
+class DynamicSamplingConfig:
+    type: str | None = knob(None, "Drop zero-variance groups: null (off), 'filter' or 'replace'.")
+    max_sample_batches: int = knob(30, "Max generation batches sampled to fill one training batch.")
+    min_replace_ratio: float = knob(0.3, "'replace': min fraction of groups with signal before replacing the rest.")
+
+
+@dataclass
+class ClipCovConfig:
+    clip_ratio: float = knob(2e-4, "Fraction of tokens whose gradient is clipped (clip_cov loss).")
+    clip_cov_lb: float = knob(1.0, "Lower covariance bound (clip_cov loss).")
+    clip_cov_ub: float = knob(5.0, "Upper covariance bound (clip_cov loss).")
+
+
+@dataclass
+class KLCovConfig:
+    kl_cov_frac: float = knob(0.2, "Fraction of tokens that get the KL penalty (kl_cov loss).")
+    ppo_kl_coef: float = knob(1.0, "KL penalty coefficient (kl_cov loss).")
+
+
+@dataclass
+class CISPOConfig:
+    cispo_eps_clip_low: float = knob(0.0, "Lower clip of the IS weight (cispo loss).")
+    cispo_eps_clip_high: float = knob(5.0, "Upper clip of the IS weight (cispo loss).")
+
+
+@dataclass
+class AlgorithmConfig:
+    advantage_estimator: str = knob(
+        "grpo", "Advantage estimator registry name: grpo, gae, rloo, reinforce++ or custom."
+    )
+    kl_ctrl: KLCtrlConfig = section(KLCtrlConfig, "KL coefficient control (only with use_kl_in_reward).")
+    kl_estimator_type: str = knob("k3", "KL estimator: k1, k2, k3 or abs.")
+    use_kl_in_reward: bool = knob(False, "Subtract the KL penalty from the reward (excludes use_kl_loss).")
+    use_kl_loss: bool = knob(True, "Add a KL-to-ref term to the policy loss (excludes use_kl_in_reward).")
+    kl_loss_coef: float = knob(0.001, "Coefficient of the KL loss term.")
+    use_entropy_loss: bool = knob(False, "Add an entropy bonus to the policy loss.")
+    entropy_loss_coef: float = knob(0.01, "Coefficient of the entropy bonus.")
+    advantage_batch_normalize: bool = knob(False, "Normalise advantages over the whole batch.")
+    value_head_prefix: str = knob("value_head", "Module name of the critic's value head.")
+    policy_loss_type: str = knob("regular", "Policy loss registry name: regular, dual_clip, gspo, ... or custom.")
+    loss_reduction: str = knob("token_mean", "Loss reduction: token_mean, sequence_mean or seq_mean_token_sum_norm.")
+    grpo_norm_by_std: bool = knob(True, "GRPO: divide group-centred rewards by the group std.")
+    zero_variance_filter: bool = knob(False, "Zero the loss mask of groups whose rewards are all equal.")
+    lambd: float = knob(1.0, "GAE lambda.")
+    gamma: float = knob(1.0, "Discount factor.")
+    eps_clip_low: float = knob(0.2, "PPO ratio clip below 1.")
+    eps_clip_high: float = knob(0.2, "PPO ratio clip above 1.")
+    clip_ratio_c: float = knob(3.0, "Dual-clip constant c (dual_clip loss).")
+    value_clip: float = knob(0.2, "Critic value clip.")
+    use_tis: bool = knob(False, "Deprecated: same as off_policy_correction.tis_ratio_type=token.")
+    tis_imp_ratio_cap: float = knob(-1.0, "Deprecated: with use_tis, the token TIS clip (token_tis_ratio_clip_high).")
+    off_policy_correction: OffPolicyCorrectionConfig = section(
+        OffPolicyCorrectionConfig, "Corrections for the rollout/trainer logprob mismatch."
+    )
+    sapo: SAPOConfig = section(SAPOConfig, "SAPO loss settings.")
+    dynamic_sampling: DynamicSamplingConfig = section(DynamicSamplingConfig, "DAPO-style dynamic sampling.")
+    clip_cov: ClipCovConfig = section(ClipCovConfig, "clip_cov loss settings.")
+    kl_cov: KLCovConfig = section(KLCovConfig, "kl_cov loss settings.")
+    cispo: CISPOConfig = section(CISPOConfig, "cispo loss settings.")
+    max_seq_len: int | None = knob(
+        None, "Length normaliser of seq_mean_token_sum_norm; null = max_input_length + max_generate_length."
+    )
+
+
+@dataclass
+class S3Config:
+    bucket: str | None = knob(None, "S3 bucket for checkpoints and eval dumps; null = S3 off.")
+    prefix: str | None = knob(None, "Key prefix in the bucket; null = '{project_name}/{model basename}/{run_name}'.")
+    endpoint_url: str | None = knob(None, "S3-compatible endpoint (R2, MinIO, ...); null = AWS.")
+    region: str | None = knob(None, "Bucket region; null = AWS_REGION or the boto3 default.")
+    keep_local: int = knob(1, "Newest local checkpoints kept once uploaded (-1 = all; 0 = none).")
+    keep_remote: int = knob(3, "Newest checkpoints kept under the S3 prefix (-1 = all).")
+
+
+@dataclass
+class TrainerConfig:
+    placement: PlacementConfig = section(PlacementConfig, "How many nodes and devices each model gets.")
+    sequence_parallel_backend: str = knob("ulysses", "Sequence-parallel implementation; only 'ulysses'.")
+    strategy: str = knob("single", "Training strategy: 'single' (one process) or 'fsdp2' (processes and nodes).")
+    policy: PolicyConfig = section(PolicyConfig, "The trained policy.")
+    ref: RefConfig = section(RefConfig, "The frozen reference model (built only if a KL term is on).")
+    critic: CriticConfig = section(CriticConfig, "The critic (built only if critic.model.path is set).")
+    algorithm: AlgorithmConfig = section(AlgorithmConfig, "Advantages, losses and KL.")
+    train_batch_size: int = knob(1024, "Prompts per training step.")
+    policy_mini_batch_size: int = knob(256, "Prompts per policy optimizer step.")
+    critic_mini_batch_size: int = knob(256, "Prompts per critic optimizer step.")
+    micro_train_batch_size_per_gpu: int = knob(1, "Sequences per forward/backward pass on one worker.")
+    micro_forward_batch_size_per_gpu: int = knob(1, "Sequences per logprob forward pass on one worker.")
+    update_epochs_per_batch: int = knob(1, "Passes over each training batch.")
+    epochs: int = knob(1, "Passes over the training dataset.")
+    use_sample_packing: bool = knob(True, "Pack sequences without padding in training forward passes.")
+    eval_batch_size: int = knob(1024, "Prompts per evaluation batch.")
+    eval_before_train: bool = knob(True, "Evaluate once before the first step.")
+    eval_interval: int = knob(5, "Evaluate every N steps; -1 = never.")
+    ckpt_interval: int = knob(10, "Save a checkpoint every N steps; -1 = never.")
+    hf_save_interval: int = knob(-1, "Export HF weights every N steps; -1 = only at the end.")
+    ckpt_path: str = knob("~/ckpts/", "Folder for checkpoints (global_step_N/ and latest_ckpt_global_step.txt).")
+    export_path: str = knob("~/exports/", "Folder for HF exports, eval dumps and data dumps.")
+    max_ckpts_to_keep: int = knob(-1, "Newest checkpoints kept in ckpt_path; -1 = all.")
+    resume_mode: str | None = knob("latest", "Resume: 'none' (or null), 'latest' or 'from_path'.")
+    resume_path: str | None = knob(None, "Checkpoint folder (global_step_N) for resume_mode=from_path.")
+    resume_run_name: str | None = knob(None, "Resume from the newest S3 checkpoint of this run name (needs s3.bucket).")
+    s3: S3Config = section(S3Config, "S3 checkpoint and eval-dump sink.")
+    gradient_checkpointing: bool = knob(True, "Recompute activations in backward to save memory.")
+    gradient_checkpointing_use_reentrant: bool = knob(False, "Use torch's reentrant checkpointing.")
+    seed: int = knob(42, "Random seed for data order, sampling and init.")
+    bf16: bool = knob(True, "Train in bfloat16 mixed precision.")
+    max_prompt_length: int = knob(512, "Max prompt tokens; longer dataset prompts are dropped.")
+    flash_attn: bool = knob(True, "Use flash attention when installed (else sdpa).")
+    disable_fast_tokenizer: bool = knob(False, "Load the slow (Python) tokenizer.")
+    update_ref_every_epoch: bool = knob(False, "Copy the policy weights into the ref model after each epoch.")
+    project_name: str = knob("skyrl", "Project name for trackers and the default S3 prefix.")
+    run_name: str = knob("test_run", "Run name for trackers, S3 prefixes and dumps.")
+    logger: str | list[str] = knob("console", "Tracking backends: one or a list of console, jsonl, tensorboard, wandb.")
+    dump_data_batch: bool = knob(False, "Dump each training batch to export_path for debugging.")
+    dump_eval_results: bool = knob(True, "Dump eval trajectories as JSONL per data source.")
+    rope_scaling: dict[str, Any] | None = knob(None, "RoPE scaling dict set on the model config; null = model's own.")
+    rope_theta: float | None = knob(None, "RoPE theta set on the model config; null = model's own.")
+
+
+# ------------------------------------------------------------------------------------------ generator
+
+
+@dataclass
+class ChatTemplateConfig:
+    source: str = knob("name", "Where name_or_path points: 'name' (built-in template) or 'file'.")
+    name_or_path: str | None = knob(None, "Chat template name or file; null = the tokenizer's own.")
+
+
+@dataclass
+class SamplingParams:
+    _extra_keys_field: ClassVar[str] = "additional_kwargs"
+
+    max_generate_length: int = knob(1024, "Max new tokens per generation call (one turn).")
+    repetition_penalty: float = knob(1.0, "Repetition penalty; 1.0 = off.")
+    temperature: float = knob(1.0, "Sampling temperature; 0 = greedy.")
+    top_p: float = knob(1.0, "Nucleus sampling threshold.")
+    min_p: float = knob(0.0, "Min-p sampling threshold; 0 = off.")
+    top_k: int = knob(-1, "Top-k sampling; -1 = off.")
+    logprobs: int | None = knob(0, "0 = return the sampled token's logprob; null = none; >0 is not supported.")
+    stop: list[str] | None = knob(None, "Stop strings; null = none.")
+    additional_kwargs: dict[str, Any] = knob({}, "Any other key in this block is passed to the engine unchanged.")
+
+
+@dataclass
+class GeneratorConfig:
+    model_name: str = knob("${trainer.policy.model.path}", "Model the engines serve; defaults to the policy path.")
+    model_dtype: str = knob("bfloat16", "Engine weight dtype.")
+    run_engines_locally: bool = knob(True, "Start engines in this job; false = use remote_inference_engine_urls.")
+    num_inference_engines: int = knob(1, "Number of inference engines (local, or one per remote URL).")
+    backend: str = knob("hf", "Local engine: 'hf' (transformers, CPU or GPU) or 'vllm'.")
+    weight_sync_backend: str = knob("nccl", "Collective backend for trainer-to-engine weight sync: nccl or gloo.")
+    weight_transfer_threshold_cuda_ipc_GB: float = knob(1.0, "Batch size (GB) of CUDA-IPC weight transfers.")
+    inference_engine_tensor_parallel_size: int = knob(1, "Tensor parallelism inside each engine.")
+    inference_engine_pipeline_parallel_size: int = knob(1, "Pipeline parallelism inside each engine.")
+    inference_engine_expert_parallel_size: int = knob(1, "Expert parallelism inside each engine.")
+    inference_engine_data_parallel_size: int = knob(1, "Data parallelism inside each engine.")
+    async_engine: bool = knob(True, "Use the async engine API (needed by multi-turn agent loops).")
+    batched: bool = knob(False, "Generate the whole batch in one call (single-turn only).")
+    vllm_v1_disable_multiproc: bool = knob(True, "Set VLLM_ENABLE_V1_MULTIPROCESSING=0.")
+    enable_prefix_caching: bool = knob(True, "vLLM prefix caching.")
+    enable_chunked_prefill: bool = knob(True, "vLLM chunked prefill.")
+    max_num_batched_tokens: int = knob(8192, "vLLM max tokens per scheduler step.")
+    enforce_eager: bool = knob(True, "vLLM: disable CUDA graphs.")
+    fully_sharded_loras: bool = knob(False, "vLLM fully_sharded_loras.")
+    enable_ray_prometheus_stats: bool = knob(False, "Export vLLM stats through Ray's Prometheus metrics.")
+    gpu_memory_utilization: float = knob(0.8, "vLLM fraction of GPU memory for weights and KV cache.")
+    max_num_seqs: int = knob(1024, "Max concurrent sequences per engine.")
+    remote_inference_engine_urls: list[str] = knob(["127.0.0.1:8001"], "host:port of remote engines.")
+    engine_init_kwargs: dict[str, Any] = knob({}, "Extra kwargs passed to the engine constructor.")
+    override_existing_update_group: str = knob(
+        "auto", "Re-create a remote engine's weight-update group: auto, enable or disable."
+    )
+    enable_http_endpoint: bool = knob(False, "Serve an OpenAI-compatible HTTP endpoint over the engines.")
+    http_endpoint_host: str = knob("127.0.0.1", "Host of the HTTP endpoint.")
+    http_endpoint_port: int = knob(8000, "Port of the HTTP endpoint.")
+    served_model_name: str | None = knob(None, "Model name the HTTP endpoint answers to; null = model_name.")
+    n_samples_per_prompt: int = knob(5, "Trajectories per prompt in training (the GRPO group size).")
+    max_input_length: int = knob("${trainer.max_prompt_length}", "Max tokens of the whole running context per turn.")
+    max_turns: int = knob(1, "Max assistant turns per trajectory.")
+    chat_template: ChatTemplateConfig = section(ChatTemplateConfig, "Chat template override.")
+    chat_template_kwargs: dict[str, Any] = knob({}, "Extra kwargs for apply_chat_template.")
+    use_conversation_multi_turn: bool = knob(True, "Multi-turn as chat messages (false = one growing assistant turn).")
+    append_eos_token_after_stop_str_in_multi_turn: bool = knob(True, "Append EOS when a turn ends on a stop string.")
+    zero_reward_on_non_stop: bool = knob(False, "Reward 0 for trajectories that did not end with stop_reason=stop.")
+    apply_overlong_filtering: bool = knob(False, "Mask out trajectories truncated by length (DAPO).")
+    step_wise_trajectories: bool = knob(False, "Train on each turn as its own sample.")
+    rope_scaling: dict[str, Any] | None = knob("${trainer.rope_scaling}", "RoPE scaling for the engines.")
+    rope_theta: float | None = knob("${trainer.rope_theta}", "RoPE theta for the engines.")
+    sampling_params: SamplingParams = section(SamplingParams, "Sampling for training rollouts.")
+    eval_sampling_params: SamplingParams = section(lambda: SamplingParams(temperature=0.0), "Sampling for eval.")
+    eval_n_samples_per_prompt: int = knob(1, "Trajectories per prompt in eval (the n of pass@n).")
+    trajectory_timeout_seconds: float = knob(900, "Wall-clock limit per trajectory; 0 = no limit.")
+    inject_context_status: bool = knob(False, "Append '[Context: N/M tokens (P%), Turn t/T]' to observations.")
+
+
+# ---------------------------------------------------------------------------------------- environment
+
+
+@dataclass
+class SkyRLGymConfig:
+    """skyrl-gym settings; every key besides max_env_workers is one env's config block, keyed by env id."""
+
+    _extra_keys_field: ClassVar[str] = "env_configs"
+
+    max_env_workers: int = knob(32, "Threads for sync env init/step/close; 0 = run inline.")
+    env_configs: dict[str, dict[str, Any]] = knob(
+        {
+            "text2sql": {"db_path": "/home/ray/default/sql_data"},
+            "llm_as_a_judge": {"model": "gpt-4o-mini", "base_url": None},
+            "search": {"log_requests": False, "search_url": "http://127.0.0.1:8000/retrieve", "topk": 3, "timeout": 30},
+        },
+        "Any other key here is an env id; its block is passed to that env as env_config.",
+    )
+
+    def get_env_config(self, env_id: str) -> DictConfig:
+        """The config block of `env_id` as a DictConfig (empty if there is none)."""
+        return OmegaConf.create(copy.deepcopy(self.env_configs.get(env_id, {})))
+
+    def __getattr__(self, name: str) -> DictConfig:
+        # Upstream code reads `getattr(cfg.environment.skyrl_gym, env_id, {})`; keep that working.
+        envs = self.__dict__.get("env_configs")
+        if name.startswith("_") or envs is None or name not in envs:
+            raise AttributeError(name)
+        return self.get_env_config(name)
+
+
+@dataclass
+class EnvironmentConfig:
+    env_class: str = knob("gsm8k", "Env id for dataset rows whose env_class is null.")
+    skyrl_gym: SkyRLGymConfig = section(SkyRLGymConfig, "skyrl-gym settings and per-env config blocks.")
+
+
+# --------------------------------------------------------------------------------------------- root
+
+
+@dataclass
+class SkyRLConfig:
+    data: DataConfig = section(DataConfig, "Datasets.")
+    trainer: TrainerConfig = section(TrainerConfig, "Training loop, models, algorithm, checkpoints and logging.")
+    generator: GeneratorConfig = section(GeneratorConfig, "Inference engines and the agent loop.")
+    environment: EnvironmentConfig = section(EnvironmentConfig, "Environments.")
+
+    def __post_init__(self) -> None:
+        # Defaults such as generator.model_name are interpolations (`${trainer.policy.model.path}`);
+        # resolve them so a config built in Python reads like one loaded from YAML.
+        if _has_interpolation(to_dict(self)):
+            from skyrl_train.config.loader import build_config
+
+            resolved = OmegaConf.to_container(OmegaConf.create(to_dict(self)), resolve=True)
+            built = build_config(resolved)
+            for f in dataclasses.fields(self):
+                setattr(self, f.name, getattr(built, f.name))
+
+
+def _has_interpolation(value: Any) -> bool:
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, dict):
+        return any(_has_interpolation(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_interpolation(v) for v in value)
+    return False
+
+
+def to_dict(cfg: Any) -> Any:
+    """Plain nested dicts/lists of a config (or any block of it), in the YAML layout.
+
+    Undeclared keys (per-env blocks, extra sampling params) go back to their block's top level, so
+    `build_config(to_dict(cfg))` round-trips.
+    """
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        extra = extra_keys_field(type(cfg))
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(cfg):
+            if f.name == extra:
+                continue
+            out[f.name] = to_dict(getattr(cfg, f.name))
+        if extra:
+            out.update(to_dict(getattr(cfg, extra)))
+        return out
+    if isinstance(cfg, dict):
+        return {k: to_dict(v) for k, v in cfg.items()}
+    if isinstance(cfg, list | tuple):
+        return [to_dict(v) for v in cfg]
+    return copy.deepcopy(cfg)

@@ -1,0 +1,392 @@
+"""Every cross-key rule of the config, in one place: `validate_cfg(cfg)`.
+
+Rules follow upstream SkyRL's `validate_cfg` / `validate_generator_cfg` / `validate_batch_sizes`,
+restricted to what this fork runs (strategies single and fsdp2; engines hf, vllm and remote). All
+problems are collected and raised together as one `ConfigError`, each naming its key(s). On success
+derived keys are filled in: `trainer.algorithm.max_seq_len` (if null), `trainer.resume_mode` (null ->
+"none") and `generator.override_existing_update_group` ("auto" -> "enable"/"disable").
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+from skyrl_train.config.errors import ConfigError
+from skyrl_train.config.schema import SkyRLConfig
+
+__all__ = [
+    "validate_cfg",
+    "policy_dp_size",
+    "critic_dp_size",
+    "STRATEGIES",
+    "BACKENDS",
+    "LOGGERS",
+    "LOSS_REDUCTIONS",
+    "RESUME_MODES",
+]
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("single", "fsdp2")
+BACKENDS = ("hf", "vllm")
+LOGGERS = ("console", "jsonl", "tensorboard", "wandb")
+LOSS_REDUCTIONS = ("token_mean", "sequence_mean", "seq_mean_token_sum_norm")
+RESUME_MODES = ("none", "latest", "from_path")
+_UNSUPPORTED = {
+    "trainer.strategy": {"megatron": "use fsdp2", "fsdp": "FSDP1 is not ported; use fsdp2", "deepspeed": "use fsdp2"},
+    "generator.backend": {"sglang": "use vllm (GPU) or hf"},
+}
+
+
+def validate_cfg(cfg: SkyRLConfig) -> None:
+    """Check every rule; raise one `ConfigError` listing all violations, else fill in the derived keys."""
+    problems: list[str] = []
+    _map_deprecated(cfg)
+    _check_choices(cfg, problems)
+    _check_generator(cfg, problems)
+    _check_placement(cfg, problems)
+    _check_batch_sizes(cfg, problems)
+    _check_algorithm(cfg, problems)
+    _check_trainer(cfg, problems)
+    _check_registries(cfg, problems)
+    if problems:
+        raise ConfigError(problems)
+    _derive(cfg)
+
+
+def policy_dp_size(cfg: SkyRLConfig) -> int:
+    """Data-parallel size of the policy: 1 for 'single', else workers / sequence-parallel size."""
+    if cfg.trainer.strategy == "single":
+        return 1
+    p = cfg.trainer.placement
+    return max(1, p.policy_num_nodes * p.policy_num_gpus_per_node // max(1, cfg.trainer.policy.sequence_parallel_size))
+
+
+def critic_dp_size(cfg: SkyRLConfig) -> int:
+    """Data-parallel size of the critic: 1 for 'single', else workers / sequence-parallel size."""
+    if cfg.trainer.strategy == "single":
+        return 1
+    p = cfg.trainer.placement
+    return max(1, p.critic_num_nodes * p.critic_num_gpus_per_node // max(1, cfg.trainer.critic.sequence_parallel_size))
+
+
+# ------------------------------------------------------------------------------------------- checks
+
+
+def _one_of(problems: list[str], key: str, value: object, allowed: tuple) -> None:
+    if value in allowed:
+        return
+    reason = _UNSUPPORTED.get(key, {}).get(value)
+    if reason:
+        problems.append(f"{key}={value!r} is not supported in this fork ({reason}); allowed: {_fmt(allowed)}.")
+    else:
+        problems.append(f"{key} must be one of {_fmt(allowed)}, got {value!r}.")
+
+
+def _fmt(values: tuple) -> str:
+    return ", ".join("null" if v is None else repr(v) for v in values)
+
+
+def _at_least(problems: list[str], key: str, value: float, minimum: float) -> None:
+    if value < minimum:
+        problems.append(f"{key} must be >= {minimum}, got {value}.")
+
+
+def _check_choices(cfg: SkyRLConfig, problems: list[str]) -> None:
+    t, g, a = cfg.trainer, cfg.generator, cfg.trainer.algorithm
+    _one_of(problems, "trainer.strategy", t.strategy, STRATEGIES)
+    _one_of(problems, "generator.backend", g.backend, BACKENDS)
+    _one_of(problems, "trainer.sequence_parallel_backend", t.sequence_parallel_backend, ("ulysses",))
+    backends = [t.logger] if isinstance(t.logger, str) else list(t.logger)
+    for name in backends:
+        if name not in LOGGERS:
+            problems.append(f"trainer.logger: unknown backend {name!r}; allowed: {_fmt(LOGGERS)}.")
+    _one_of(problems, "trainer.resume_mode", t.resume_mode, (None, *RESUME_MODES))
+    _one_of(problems, "trainer.algorithm.loss_reduction", a.loss_reduction, LOSS_REDUCTIONS)
+    _one_of(problems, "trainer.algorithm.kl_estimator_type", a.kl_estimator_type, ("k1", "k2", "k3", "abs"))
+    _one_of(problems, "trainer.algorithm.kl_ctrl.type", a.kl_ctrl.type, ("fixed", "adaptive"))
+    opc = a.off_policy_correction
+    _one_of(
+        problems,
+        "trainer.algorithm.off_policy_correction.tis_ratio_type",
+        opc.tis_ratio_type,
+        (None, "token", "sequence"),
+    )
+    _one_of(
+        problems,
+        "trainer.algorithm.off_policy_correction.sequence_mask_metric",
+        opc.sequence_mask_metric,
+        (None, "product", "geometric"),
+    )
+    _one_of(problems, "trainer.algorithm.dynamic_sampling.type", a.dynamic_sampling.type, (None, "filter", "replace"))
+    _one_of(problems, "generator.weight_sync_backend", g.weight_sync_backend, ("nccl", "gloo"))
+    _one_of(
+        problems,
+        "generator.override_existing_update_group",
+        g.override_existing_update_group,
+        ("auto", "enable", "disable"),
+    )
+    _one_of(problems, "generator.chat_template.source", g.chat_template.source, ("name", "file"))
+
+
+def _check_generator(cfg: SkyRLConfig, problems: list[str]) -> None:
+    g, t = cfg.generator, cfg.trainer
+    _at_least(problems, "generator.max_turns", g.max_turns, 1)
+    if g.max_turns == 1 and g.max_input_length != t.max_prompt_length:
+        problems.append(
+            f"generator.max_input_length ({g.max_input_length}) must equal trainer.max_prompt_length "
+            f"({t.max_prompt_length}) when generator.max_turns == 1."
+        )
+    elif g.max_turns > 1 and g.max_input_length < t.max_prompt_length:
+        problems.append(
+            f"generator.max_input_length ({g.max_input_length}) must be >= trainer.max_prompt_length "
+            f"({t.max_prompt_length}) for multi-turn rollouts."
+        )
+    for name in ("sampling_params", "eval_sampling_params"):
+        sp = getattr(g, name)
+        if sp.logprobs is not None and sp.logprobs > 0:
+            problems.append(
+                f"generator.{name}.logprobs={sp.logprobs}: only 0 (the sampled token's logprob) or null is supported."
+            )
+        if sp.logprobs is not None and sp.logprobs < 0:
+            problems.append(f"generator.{name}.logprobs must be 0 or null, got {sp.logprobs}.")
+        _at_least(problems, f"generator.{name}.max_generate_length", sp.max_generate_length, 1)
+        _at_least(problems, f"generator.{name}.temperature", sp.temperature, 0)
+        if not 0 < sp.top_p <= 1:
+            problems.append(f"generator.{name}.top_p must be in (0, 1], got {sp.top_p}.")
+    if not g.run_engines_locally:
+        if g.num_inference_engines != len(g.remote_inference_engine_urls):
+            problems.append(
+                f"generator.num_inference_engines ({g.num_inference_engines}) must equal the number of "
+                f"generator.remote_inference_engine_urls ({len(g.remote_inference_engine_urls)}) for remote engines."
+            )
+        if g.sampling_params.logprobs is not None:
+            problems.append(
+                "generator.sampling_params.logprobs must be null with remote engines "
+                "(generator.run_engines_locally=false): remote engines do not return logprobs."
+            )
+    if g.backend == "vllm" and not g.async_engine and not g.batched:
+        problems.append("generator.async_engine=false with generator.backend=vllm requires generator.batched=true.")
+    if g.enable_http_endpoint and not g.async_engine:
+        problems.append("generator.enable_http_endpoint=true requires generator.async_engine=true.")
+    for suffix in ("tensor", "pipeline", "expert", "data"):
+        key = f"inference_engine_{suffix}_parallel_size"
+        _at_least(problems, f"generator.{key}", getattr(g, key), 1)
+    ep, dp, tp = (
+        g.inference_engine_expert_parallel_size,
+        g.inference_engine_data_parallel_size,
+        g.inference_engine_tensor_parallel_size,
+    )
+    if ep > 1 and dp * tp != ep:
+        problems.append(
+            f"generator.inference_engine_expert_parallel_size ({ep}) must equal inference_engine_data_parallel_size "
+            f"x inference_engine_tensor_parallel_size ({dp} x {tp})."
+        )
+    _at_least(problems, "generator.num_inference_engines", g.num_inference_engines, 1)
+    _at_least(problems, "generator.n_samples_per_prompt", g.n_samples_per_prompt, 1)
+    _at_least(problems, "generator.eval_n_samples_per_prompt", g.eval_n_samples_per_prompt, 1)
+    _at_least(problems, "generator.trajectory_timeout_seconds", g.trajectory_timeout_seconds, 0)
+    _at_least(problems, "environment.skyrl_gym.max_env_workers", cfg.environment.skyrl_gym.max_env_workers, 0)
+
+
+def _check_placement(cfg: SkyRLConfig, problems: list[str]) -> None:
+    t, g, p = cfg.trainer, cfg.generator, cfg.trainer.placement
+    for role in ("policy", "critic", "ref"):
+        _at_least(problems, f"trainer.placement.{role}_num_nodes", getattr(p, f"{role}_num_nodes"), 1)
+        _at_least(problems, f"trainer.placement.{role}_num_gpus_per_node", getattr(p, f"{role}_num_gpus_per_node"), 1)
+    policy_world = p.policy_num_nodes * p.policy_num_gpus_per_node
+    if t.strategy == "single" and policy_world > 1:
+        problems.append(
+            f"trainer.strategy='single' runs one policy worker, but trainer.placement.policy_num_nodes x "
+            f"policy_num_gpus_per_node = {policy_world}; set both to 1 or use trainer.strategy=fsdp2."
+        )
+    if t.strategy == "fsdp2":
+        for role in ("policy", "critic", "ref"):
+            sp = getattr(t, role).sequence_parallel_size
+            world = getattr(p, f"{role}_num_nodes") * getattr(p, f"{role}_num_gpus_per_node")
+            if sp < 1 or world % sp:
+                problems.append(
+                    f"trainer.{role}.sequence_parallel_size ({sp}) must divide the {role} world size ({world})."
+                )
+    if p.colocate_all and g.run_engines_locally:
+        rollout = (
+            g.num_inference_engines
+            * g.inference_engine_tensor_parallel_size
+            * g.inference_engine_pipeline_parallel_size
+            * g.inference_engine_data_parallel_size
+        )
+        if policy_world != rollout:
+            problems.append(
+                f"trainer.placement.colocate_all=true needs as many policy devices (policy_num_nodes x "
+                f"policy_num_gpus_per_node = {policy_world}) as rollout devices (generator.num_inference_engines x "
+                f"TP x PP x DP = {rollout})."
+            )
+    uses_ref = t.algorithm.use_kl_loss or t.algorithm.use_kl_in_reward
+    policy_shape = (p.policy_num_nodes, p.policy_num_gpus_per_node)
+    if p.colocate_policy_ref and uses_ref and policy_shape != (p.ref_num_nodes, p.ref_num_gpus_per_node):
+        problems.append(
+            "trainer.placement.colocate_policy_ref=true needs ref_num_nodes/ref_num_gpus_per_node equal to "
+            f"policy_num_nodes/policy_num_gpus_per_node ({p.ref_num_nodes}/{p.ref_num_gpus_per_node} vs "
+            f"{p.policy_num_nodes}/{p.policy_num_gpus_per_node})."
+        )
+
+
+def _check_batch_sizes(cfg: SkyRLConfig, problems: list[str]) -> None:
+    t, n = cfg.trainer, cfg.generator.n_samples_per_prompt
+    for key in (
+        "train_batch_size",
+        "policy_mini_batch_size",
+        "critic_mini_batch_size",
+        "micro_train_batch_size_per_gpu",
+        "micro_forward_batch_size_per_gpu",
+        "eval_batch_size",
+    ):
+        _at_least(problems, f"trainer.{key}", getattr(t, key), 1)
+    if n < 1:
+        return
+    roles = [("policy", t.policy_mini_batch_size, policy_dp_size(cfg))]
+    if t.critic.model.path is not None:
+        roles.append(("critic", t.critic_mini_batch_size, critic_dp_size(cfg)))
+    for role, mini, dp in roles:
+        mini_key = f"trainer.{role}_mini_batch_size"
+        if mini < 1 or t.train_batch_size < 1:
+            continue
+        if t.train_batch_size < mini:
+            problems.append(f"trainer.train_batch_size ({t.train_batch_size}) must be >= {mini_key} ({mini}).")
+            continue
+        if t.train_batch_size % mini:
+            problems.append(
+                f"trainer.train_batch_size ({t.train_batch_size}) must be a multiple of {mini_key} ({mini})."
+            )
+            continue
+        per_worker = mini * n // dp
+        if per_worker == 0:
+            problems.append(
+                f"{mini_key} x generator.n_samples_per_prompt ({mini} x {n}) must be at least the {role} "
+                f"data-parallel size ({dp})."
+            )
+            continue
+        micro = t.micro_train_batch_size_per_gpu
+        if micro >= 1 and per_worker % micro:
+            problems.append(
+                f"{role} mini-batch per worker ({mini_key} x generator.n_samples_per_prompt / dp = {per_worker}) "
+                f"must be a multiple of trainer.micro_train_batch_size_per_gpu ({micro})."
+            )
+        if (t.train_batch_size * n // dp) % per_worker:
+            problems.append(
+                f"train batch per worker (trainer.train_batch_size x n / dp = {t.train_batch_size * n // dp}) must be "
+                f"a multiple of the {role} mini-batch per worker ({per_worker}); check {mini_key} and the placement."
+            )
+
+
+def _check_algorithm(cfg: SkyRLConfig, problems: list[str]) -> None:
+    a, t = cfg.trainer.algorithm, cfg.trainer
+    if a.advantage_estimator == "gae" and t.critic.model.path is None:
+        problems.append("trainer.algorithm.advantage_estimator='gae' needs a critic: set trainer.critic.model.path.")
+    if a.use_kl_in_reward and a.use_kl_loss:
+        problems.append(
+            "trainer.algorithm.use_kl_in_reward and trainer.algorithm.use_kl_loss are mutually exclusive; "
+            "set one of them to false."
+        )
+    opc = a.off_policy_correction
+    if _off_policy_on(cfg):
+        if cfg.generator.sampling_params.logprobs is None:
+            problems.append(
+                "trainer.algorithm.off_policy_correction needs rollout logprobs: set generator.sampling_params.logprobs=0."
+            )
+        if a.policy_loss_type in ("clip_cov", "kl_cov"):
+            problems.append(
+                f"trainer.algorithm.policy_loss_type={a.policy_loss_type!r} cannot be combined with "
+                "trainer.algorithm.off_policy_correction."
+            )
+    if opc.tis_ratio_type == "token" and opc.token_tis_ratio_clip_high <= 0:
+        problems.append("trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high must be > 0.")
+    if a.max_seq_len is not None:
+        _at_least(problems, "trainer.algorithm.max_seq_len", a.max_seq_len, 1)
+    for role in ("policy", "critic"):
+        lora = getattr(t, role).model.lora
+        _at_least(problems, f"trainer.{role}.model.lora.rank", lora.rank, 0)
+
+
+def _off_policy_on(cfg: SkyRLConfig) -> bool:
+    opc = cfg.trainer.algorithm.off_policy_correction
+    return (
+        opc.tis_ratio_type is not None
+        or opc.sequence_mask_metric is not None
+        or opc.outlier_token_is_threshold_low is not None
+        or opc.outlier_token_is_threshold_high is not None
+    )
+
+
+def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
+    t = cfg.trainer
+    for key in ("eval_interval", "ckpt_interval", "hf_save_interval"):
+        value = getattr(t, key)
+        if value == 0 or value < -1:
+            problems.append(f"trainer.{key} must be a positive number of steps or -1 (off), got {value}.")
+    if t.max_ckpts_to_keep == 0 or t.max_ckpts_to_keep < -1:
+        problems.append(
+            f"trainer.max_ckpts_to_keep must be a positive count or -1 (keep all), got {t.max_ckpts_to_keep}."
+        )
+    if t.resume_mode == "from_path" and not t.resume_path:
+        problems.append("trainer.resume_mode='from_path' requires trainer.resume_path (a global_step_N folder).")
+    _at_least(problems, "trainer.epochs", t.epochs, 1)
+    _at_least(problems, "trainer.update_epochs_per_batch", t.update_epochs_per_batch, 1)
+    _at_least(problems, "trainer.max_prompt_length", t.max_prompt_length, 1)
+    s3 = t.s3
+    if s3.bucket is None:
+        for key in ("prefix", "endpoint_url", "region"):
+            if getattr(s3, key) is not None:
+                problems.append(f"trainer.s3.{key} is set but trainer.s3.bucket is null (S3 is off).")
+        if t.resume_run_name is not None:
+            problems.append("trainer.resume_run_name needs S3: set trainer.s3.bucket.")
+    if s3.keep_local < -1:
+        problems.append(f"trainer.s3.keep_local must be >= 0 or -1 (keep all), got {s3.keep_local}.")
+    if s3.keep_remote == 0 or s3.keep_remote < -1:
+        problems.append(f"trainer.s3.keep_remote must be a positive count or -1 (keep all), got {s3.keep_remote}.")
+
+
+def _check_registries(cfg: SkyRLConfig, problems: list[str]) -> None:
+    try:
+        from skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry, PolicyLossRegistry
+    except ImportError as e:
+        if getattr(e, "name", None) not in ("skyrl_train.utils", "skyrl_train.utils.ppo_utils", None):
+            raise
+        logger.warning("skyrl_train.utils.ppo_utils is not importable (%s); registry names not checked.", e)
+        return
+    a = cfg.trainer.algorithm
+    checks = (
+        ("trainer.algorithm.advantage_estimator", a.advantage_estimator, AdvantageEstimatorRegistry.list_available()),
+        ("trainer.algorithm.policy_loss_type", a.policy_loss_type, PolicyLossRegistry.list_available()),
+    )
+    for key, name, available in checks:
+        if name not in available:
+            problems.append(f"{key}={name!r} is not registered; available: {', '.join(sorted(available))}.")
+
+
+# ------------------------------------------------------------------------------------ normalising
+
+
+def _map_deprecated(cfg: SkyRLConfig) -> None:
+    a = cfg.trainer.algorithm
+    if a.use_tis:
+        warnings.warn(
+            "trainer.algorithm.use_tis is deprecated; use trainer.algorithm.off_policy_correction.tis_ratio_type=token.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        a.off_policy_correction.tis_ratio_type = "token"
+        if a.tis_imp_ratio_cap > 0:
+            a.off_policy_correction.token_tis_ratio_clip_high = a.tis_imp_ratio_cap
+
+
+def _derive(cfg: SkyRLConfig) -> None:
+    g, t = cfg.generator, cfg.trainer
+    if t.algorithm.max_seq_len is None:
+        t.algorithm.max_seq_len = g.max_input_length + g.sampling_params.max_generate_length
+    if t.resume_mode is None:
+        t.resume_mode = "none"
+    if g.override_existing_update_group == "auto":
+        remote_vllm = not g.run_engines_locally and g.backend == "vllm"
+        g.override_existing_update_group = "enable" if remote_vllm else "disable"

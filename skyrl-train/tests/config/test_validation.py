@@ -1,0 +1,228 @@
+"""validate_cfg: each rule (skyrl_upstream_contract.md §2.3.7 plus this fork's) names the key(s) it is about."""
+
+import pytest
+
+from skyrl_train.config import ConfigError, load_config, validate_cfg
+
+
+def problems_of(*overrides: str) -> list[str]:
+    cfg = load_config(list(overrides), validate=False)
+    with pytest.raises(ConfigError) as e:
+        validate_cfg(cfg)
+    return e.value.problems
+
+
+def only_problem(*overrides: str) -> str:
+    problems = problems_of(*overrides)
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+def test_defaults_are_valid():
+    validate_cfg(load_config([], validate=False))
+
+
+def test_max_seq_len_is_derived_from_input_and_generate_lengths():
+    cfg = load_config(["generator.max_turns=3", "generator.max_input_length=2048"])
+    assert cfg.trainer.algorithm.max_seq_len == 2048 + 1024
+
+
+def test_explicit_max_seq_len_is_kept():
+    assert load_config(["trainer.algorithm.max_seq_len=100"]).trainer.algorithm.max_seq_len == 100
+
+
+def test_null_resume_mode_means_none():
+    assert load_config(["trainer.resume_mode=null"]).trainer.resume_mode == "none"
+
+
+def test_override_existing_update_group_auto_resolves():
+    assert load_config([]).generator.override_existing_update_group == "disable"
+    remote = load_config(
+        ["generator.run_engines_locally=false", "generator.backend=vllm", "generator.sampling_params.logprobs=null"]
+    )
+    assert remote.generator.override_existing_update_group == "enable"
+
+
+# ----------------------------------------------------------------------------------------- batch sizes
+
+
+def test_train_batch_must_be_a_multiple_of_the_mini_batch():
+    assert only_problem("trainer.train_batch_size=3", "trainer.policy_mini_batch_size=2") == (
+        "trainer.train_batch_size (3) must be a multiple of trainer.policy_mini_batch_size (2)."
+    )
+
+
+def test_train_batch_must_be_at_least_the_mini_batch():
+    assert "trainer.train_batch_size (4) must be >= trainer.policy_mini_batch_size (8)" in only_problem(
+        "trainer.train_batch_size=4", "trainer.policy_mini_batch_size=8"
+    )
+
+
+def test_mini_batch_per_worker_must_be_a_multiple_of_the_micro_batch():
+    # single strategy: dp = 1, so the per-worker mini batch is 2 prompts x 5 samples = 10 sequences.
+    problem = only_problem(
+        "trainer.train_batch_size=4", "trainer.policy_mini_batch_size=2", "trainer.micro_train_batch_size_per_gpu=4"
+    )
+    assert "= 10" in problem and "trainer.micro_train_batch_size_per_gpu (4)" in problem
+
+
+def test_fsdp2_dp_is_nodes_times_gpus_per_node():
+    # dp = 2 x 4 = 8 workers; 1 prompt x 5 samples = 5 sequences cannot give every worker one.
+    problems = problems_of(
+        "trainer.strategy=fsdp2",
+        "trainer.placement.policy_num_nodes=2",
+        "trainer.placement.policy_num_gpus_per_node=4",
+        "trainer.placement.colocate_all=false",
+        "trainer.placement.colocate_policy_ref=false",
+        "trainer.train_batch_size=2",
+        "trainer.policy_mini_batch_size=1",
+    )
+    assert problems == [
+        "trainer.policy_mini_batch_size x generator.n_samples_per_prompt (1 x 5) must be at least the policy "
+        "data-parallel size (8)."
+    ]
+
+
+def test_critic_batch_sizes_are_checked_when_a_critic_exists():
+    problem = only_problem("trainer.critic.model.path=/c", "trainer.critic_mini_batch_size=1000")
+    assert "trainer.critic_mini_batch_size (1000)" in problem
+
+
+def test_single_strategy_runs_one_policy_worker():
+    problems = problems_of("trainer.placement.policy_num_gpus_per_node=2")
+    assert any("trainer.strategy='single'" in p and "policy_num_gpus_per_node" in p for p in problems)
+
+
+# ------------------------------------------------------------------------------------------ generator
+
+
+def test_single_turn_input_length_must_equal_prompt_length():
+    assert only_problem("generator.max_input_length=1024").startswith(
+        "generator.max_input_length (1024) must equal trainer.max_prompt_length (512)"
+    )
+
+
+def test_multi_turn_input_length_must_be_at_least_prompt_length():
+    assert only_problem("generator.max_turns=4", "generator.max_input_length=256").startswith(
+        "generator.max_input_length (256) must be >= trainer.max_prompt_length (512)"
+    )
+
+
+def test_remote_engine_count_must_match_urls_and_logprobs_must_be_null():
+    problems = problems_of("generator.run_engines_locally=false", "generator.num_inference_engines=2")
+    assert len(problems) == 2
+    assert "generator.num_inference_engines (2)" in problems[0] and "remote_inference_engine_urls (1)" in problems[0]
+    assert problems[1].startswith("generator.sampling_params.logprobs must be null with remote engines")
+
+
+def test_logprobs_above_zero_are_rejected():
+    assert only_problem("generator.sampling_params.logprobs=5").startswith("generator.sampling_params.logprobs=5")
+
+
+def test_vllm_sync_engine_needs_batched():
+    assert "generator.batched=true" in only_problem("generator.backend=vllm", "generator.async_engine=false")
+
+
+def test_sglang_and_megatron_are_not_supported_in_this_fork():
+    problems = problems_of("generator.backend=sglang", "trainer.strategy=megatron")
+    assert "trainer.strategy='megatron' is not supported in this fork" in problems[0]
+    assert "generator.backend='sglang' is not supported in this fork" in problems[1]
+
+
+def test_colocate_all_needs_as_many_engines_as_policy_workers():
+    assert "trainer.placement.colocate_all=true" in only_problem("generator.num_inference_engines=2")
+
+
+def test_negative_trajectory_timeout_is_rejected():
+    assert only_problem("generator.trajectory_timeout_seconds=-1").startswith("generator.trajectory_timeout_seconds")
+
+
+def test_unknown_logger_backend_is_rejected():
+    assert only_problem("trainer.logger=[console,mlflow]").startswith("trainer.logger: unknown backend 'mlflow'")
+
+
+# ------------------------------------------------------------------------------------------ algorithm
+
+
+def test_gae_needs_a_critic_path():
+    assert "trainer.critic.model.path" in only_problem("trainer.algorithm.advantage_estimator=gae")
+
+
+def test_kl_in_reward_and_kl_loss_are_exclusive():
+    problem = only_problem("trainer.algorithm.use_kl_in_reward=true")
+    assert "trainer.algorithm.use_kl_in_reward" in problem and "trainer.algorithm.use_kl_loss" in problem
+
+
+def test_loss_reduction_must_be_one_of_three():
+    assert only_problem("trainer.algorithm.loss_reduction=sum") == (
+        "trainer.algorithm.loss_reduction must be one of 'token_mean', 'sequence_mean', "
+        "'seq_mean_token_sum_norm', got 'sum'."
+    )
+
+
+def test_policy_loss_and_estimator_must_be_registered():
+    pytest.importorskip("skyrl_train.utils.ppo_utils")
+    problems = problems_of("trainer.algorithm.policy_loss_type=nope", "trainer.algorithm.advantage_estimator=nada")
+    assert problems[0].startswith("trainer.algorithm.advantage_estimator='nada' is not registered; available:")
+    assert problems[1].startswith("trainer.algorithm.policy_loss_type='nope' is not registered; available:")
+
+
+def test_off_policy_correction_needs_rollout_logprobs():
+    problem = only_problem(
+        "trainer.algorithm.off_policy_correction.tis_ratio_type=token", "generator.sampling_params.logprobs=null"
+    )
+    assert "generator.sampling_params.logprobs=0" in problem
+
+
+def test_deprecated_use_tis_maps_to_token_tis():
+    with pytest.warns(DeprecationWarning, match="use_tis"):
+        cfg = load_config(["trainer.algorithm.use_tis=true", "trainer.algorithm.tis_imp_ratio_cap=3.0"])
+    opc = cfg.trainer.algorithm.off_policy_correction
+    assert (opc.tis_ratio_type, opc.token_tis_ratio_clip_high) == ("token", 3.0)
+
+
+# -------------------------------------------------------------------------------------------- trainer
+
+
+def test_max_ckpts_to_keep_zero_is_an_error():
+    assert only_problem("trainer.max_ckpts_to_keep=0").startswith("trainer.max_ckpts_to_keep")
+
+
+@pytest.mark.parametrize("key", ["eval_interval", "ckpt_interval", "hf_save_interval"])
+def test_intervals_are_positive_or_minus_one(key):
+    assert only_problem(f"trainer.{key}=0").startswith(f"trainer.{key} must be a positive number of steps or -1")
+
+
+def test_resume_mode_must_be_known():
+    assert only_problem("trainer.resume_mode=earliest").startswith("trainer.resume_mode must be one of")
+
+
+def test_resume_from_path_needs_a_path():
+    assert "trainer.resume_path" in only_problem("trainer.resume_mode=from_path")
+
+
+def test_s3_settings_without_a_bucket_are_errors():
+    problems = problems_of("trainer.s3.prefix=p", "trainer.resume_run_name=old_run")
+    assert problems == [
+        "trainer.s3.prefix is set but trainer.s3.bucket is null (S3 is off).",
+        "trainer.resume_run_name needs S3: set trainer.s3.bucket.",
+    ]
+
+
+def test_s3_keep_remote_zero_is_an_error():
+    assert only_problem("trainer.s3.bucket=b", "trainer.s3.keep_remote=0").startswith("trainer.s3.keep_remote")
+
+
+def test_all_rule_violations_are_reported_together():
+    problems = problems_of(
+        "trainer.max_ckpts_to_keep=0",
+        "trainer.algorithm.loss_reduction=sum",
+        "trainer.train_batch_size=3",
+        "trainer.policy_mini_batch_size=2",
+    )
+    assert len(problems) == 3
+    assert {p.split(" ")[0] for p in problems} == {
+        "trainer.max_ckpts_to_keep",
+        "trainer.algorithm.loss_reduction",
+        "trainer.train_batch_size",
+    }
