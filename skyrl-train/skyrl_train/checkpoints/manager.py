@@ -28,13 +28,13 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from skyrl_train.checkpoints.atomic import atomic_write_text, fsync_dir, fsync_tree, remove_tree
+from skyrl_train.utils.fs import atomic_write_text, fsync_tree, remove_tree, replace_dir
 
 logger = logging.getLogger(__name__)
 
 LATEST_CKPT_FILE = "latest_ckpt_global_step.txt"
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
-_WORK_DIR = re.compile(r"^\.global_step_\d+\.(partial|retired)-(\d+)$")
+_WORK_DIR = re.compile(r"^\.global_step_\d+\.(partial|retired)-(\d+)(-[0-9a-f]+)?$")
 
 
 class CheckpointError(RuntimeError):
@@ -119,15 +119,7 @@ class CheckpointManager:
                     f"(step {self.latest_step()}) is intact"
                 ) from exc
             raise
-        if final.exists():
-            # Re-saving a step (e.g. after resuming from it): retire the old copy only once the new one is complete.
-            retired = self.root / f".{final.name}.retired-{os.getpid()}"
-            os.replace(final, retired)
-            os.replace(staging, final)
-            remove_tree(retired)
-        else:
-            os.replace(staging, final)
-        fsync_dir(self.root)
+        replace_dir(staging, final)  # re-saving an existing step (e.g. from an older resume point) replaces it
         atomic_write_text(self.pointer_file, f"{global_step}\n")
         self.rotate()
         return final

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 
@@ -43,3 +44,19 @@ def remove_tree(path: Path) -> None:
     """Delete a directory tree; a tree that is already gone is fine."""
     if path.exists():
         shutil.rmtree(path)
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Move the complete folder `new` to `target`, replacing an existing `target` only after `new` is in place.
+
+    An existing target is first renamed aside (a sibling `.<name>.retired-<pid>-<id>`), so at every instant the
+    path holds either the old or the new complete folder, then removed.
+    """
+    if not target.exists():
+        os.replace(new, target)
+    else:
+        retired = target.with_name(f".{target.name}.retired-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        os.replace(target, retired)
+        os.replace(new, target)
+        remove_tree(retired)
+    fsync_dir(target.parent)

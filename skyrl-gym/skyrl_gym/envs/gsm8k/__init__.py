@@ -1,0 +1,1 @@
+"""GSM8K-style math environment: the answer follows `#### ` at the end of the response."""

@@ -1,0 +1,34 @@
+"""Helpers and pytest fixtures shared by the tests of every package.
+
+Use a fixture by importing it into a test module or conftest (``from skyrl_train.testing import tiny_model_path``
+registers nothing by itself; ``from skyrl_train.testing import tiny_model  # noqa: F401`` does), or list
+``"skyrl_train.testing"`` in a root conftest's ``pytest_plugins``. Models go to the normal models cache
+(``$SKYRL_CACHE_DIR/models`` or ``~/.cache/skyrl/models``), so they are built once per machine: the first build
+converts SmolLM2-135M-Instruct for its tokenizer (~25 s), later sessions only load (well under a second).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from skyrl_train.models import DEFAULT_MODEL, load_tokenizer, make_tiny_causal_lm
+
+
+def tiny_model_path(tokenizer_source: str | os.PathLike[str] = DEFAULT_MODEL, **kwargs) -> str:
+    """Folder of the standard tiny test model: 2 layers, hidden size 64, random (seed 0) weights, with
+    ``tokenizer_source``'s tokenizer and chat template. ``kwargs`` go to ``make_tiny_causal_lm``."""
+    return make_tiny_causal_lm(tokenizer_source, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> str:
+    """Session fixture: ``tiny_model_path()``; load with ``load_causal_lm(tiny_model)``."""
+    return tiny_model_path()
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model: str):
+    """Session fixture: the tiny model's tokenizer (SmolLM2's), pad token set. Do not mutate it in tests."""
+    return load_tokenizer(tiny_model)

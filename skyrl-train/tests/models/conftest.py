@@ -1,0 +1,47 @@
+"""The real SmolLM2 conversion (~25 s) runs once per session, from two racing processes, into a fresh cache."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skyrl_train.models import DEFAULT_MODEL
+
+_CONVERT = f"""
+import json, sys
+from skyrl_train.models import materialize_alias
+path, converted = materialize_alias({DEFAULT_MODEL!r}, cache_dir=sys.argv[1])
+print(json.dumps({{"path": path, "converted": converted}}))
+"""
+
+
+@pytest.fixture(scope="session")
+def cache_home(tmp_path_factory) -> Path:
+    """A fresh ``SKYRL_CACHE_DIR``; its ``models`` folder is the models cache."""
+    return tmp_path_factory.mktemp("skyrl-cache")
+
+
+@pytest.fixture(scope="session")
+def racing_conversion(cache_home: Path) -> list[dict]:
+    """What two processes started together report after each asked for the default alias in the empty cache."""
+    models = cache_home / "models"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _CONVERT, str(models)], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"conversion process failed with {proc.returncode}"
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+@pytest.fixture(scope="session")
+def smollm2_path(racing_conversion: list[dict]) -> str:
+    """The converted SmolLM2-135M-Instruct folder."""
+    return racing_conversion[0]["path"]
