@@ -26,6 +26,12 @@ DOCS_PATH = Path(__file__).resolve().parents[2] / "docs" / "config_reference.md"
 # (key, upstream default, our default, reason): every default that differs from upstream SkyRL v0.4.
 UPSTREAM_DEVIATIONS = [
     (
+        "trainer.policy.model.path",
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        "smollm2-135m-instruct",
+        "CPU-first and offline: the built-in alias is converted from a PyPI package, nothing loads from a hub.",
+    ),
+    (
         "trainer.strategy",
         "fsdp2",
         "single",

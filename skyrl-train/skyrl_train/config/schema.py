@@ -148,7 +148,7 @@ class FSDPConfig:
 @dataclass
 class PolicyConfig:
     model: ModelConfig = section(
-        lambda: ModelConfig(path="Qwen/Qwen2.5-1.5B-Instruct"), "Policy model and its LoRA adapter."
+        lambda: ModelConfig(path="smollm2-135m-instruct"), "Policy model and its LoRA adapter (default: the built-in CPU model alias)."
     )
     optimizer_config: OptimizerConfig = section(OptimizerConfig, "Policy optimizer and LR schedule.")
     fsdp_config: FSDPConfig = section(FSDPConfig, "FSDP2 sharding of the policy (strategy=fsdp2).")

@@ -26,7 +26,7 @@ def cfg():
         ("trainer.max_prompt_length", 512),
         ("trainer.seed", 42),
         ("trainer.placement.colocate_all", True),
-        ("trainer.policy.model.path", "Qwen/Qwen2.5-1.5B-Instruct"),  # §2.3.3
+        ("trainer.policy.model.path", "smollm2-135m-instruct"),  # upstream: Qwen/Qwen2.5-1.5B-Instruct; DESIGN §5
         ("trainer.policy.optimizer_config.lr", 1e-6),
         ("trainer.policy.optimizer_config.adam_betas", [0.9, 0.999]),
         ("trainer.critic.optimizer_config.lr", 5e-6),
@@ -59,8 +59,18 @@ def test_default_matches_upstream(cfg, key, upstream):
 
 
 def test_deviating_defaults_are_the_documented_ones(cfg):
-    assert (cfg.trainer.strategy, cfg.generator.backend, cfg.trainer.logger) == ("single", "hf", "console")
-    assert [d[0] for d in UPSTREAM_DEVIATIONS] == ["trainer.strategy", "generator.backend", "trainer.logger"]
+    assert (cfg.trainer.policy.model.path, cfg.trainer.strategy, cfg.generator.backend, cfg.trainer.logger) == (
+        "smollm2-135m-instruct",
+        "single",
+        "hf",
+        "console",
+    )
+    assert [d[0] for d in UPSTREAM_DEVIATIONS] == [
+        "trainer.policy.model.path",
+        "trainer.strategy",
+        "generator.backend",
+        "trainer.logger",
+    ]
 
 
 def test_s3_block_defaults_to_off(cfg):

@@ -36,7 +36,7 @@ def test_interpolation_in_an_override_resolves():
 
 def test_explicit_ref_path_wins_over_the_interpolation():
     cfg = load_config(["trainer.ref.model.path=/models/ref"])
-    assert (cfg.trainer.ref.model.path, cfg.trainer.policy.model.path) == ("/models/ref", "Qwen/Qwen2.5-1.5B-Instruct")
+    assert (cfg.trainer.ref.model.path, cfg.trainer.policy.model.path) == ("/models/ref", "smollm2-135m-instruct")
 
 
 def test_plus_adds_a_key_under_a_free_form_dict():
@@ -135,7 +135,7 @@ def test_build_config_accepts_a_hydra_composed_dictconfig():
 
 def test_config_built_in_python_has_interpolations_resolved():
     cfg = SkyRLConfig()
-    assert cfg.generator.model_name == cfg.trainer.policy.model.path == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert cfg.generator.model_name == cfg.trainer.policy.model.path == "smollm2-135m-instruct"
     assert cfg.generator.max_input_length == 512
 
 
