@@ -1,0 +1,84 @@
+"""Reward metrics of a batch of trajectories, overall and per data source.
+
+Definitions (one each; training logs them under `reward/`, evaluation under `eval/`):
+
+- return of a trajectory: the sum of its rewards (a scalar reward is its own sum);
+- outcome of a trajectory: its final reward — the scalar, or the LAST token's reward of a per-token list;
+- `avg_raw_reward`: mean return over trajectories;
+- `pass_at_{n}`: fraction of prompts (uids) with at least one trajectory whose outcome is > 0;
+- `mean_positive_reward`: mean over trajectories of the sum of their positive rewards, Σ max(r, 0);
+- `variance_per_prompt`: mean, over prompts with >= 2 trajectories, of the population variance of their returns;
+- `signal_ratio`: fraction of those prompts whose returns are not all equal (GRPO gets a gradient from them).
+
+Trajectories that ended in an infrastructure failure (env init/step failure, timeout) are excluded via
+`include`: they say nothing about the policy, so they are counted separately by the generator instead.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from statistics import fmean, pvariance
+
+Reward = float | Sequence[float]
+
+
+def sanitize_metric_key(name: str | None) -> str:
+    """A data source as a metric-key segment: `None` -> "unknown", "/" -> "_"."""
+    return "unknown" if name is None else str(name).replace("/", "_")
+
+
+def trajectory_return(reward: Reward) -> float:
+    return float(reward) if isinstance(reward, int | float) else float(sum(reward))
+
+
+def trajectory_outcome(reward: Reward) -> float:
+    if isinstance(reward, int | float):
+        return float(reward)
+    return float(reward[-1]) if len(reward) else 0.0
+
+
+def _positive_part(reward: Reward) -> float:
+    values = [reward] if isinstance(reward, int | float) else reward
+    return float(sum(max(float(r), 0.0) for r in values))
+
+
+def _group_metrics(rewards: list[Reward], uids: list[str], n: int) -> dict[str, float]:
+    returns_by_uid: dict[str, list[float]] = defaultdict(list)
+    solved_by_uid: dict[str, bool] = defaultdict(bool)
+    for reward, uid in zip(rewards, uids, strict=True):
+        returns_by_uid[uid].append(trajectory_return(reward))
+        solved_by_uid[uid] |= trajectory_outcome(reward) > 0
+    multi = [values for values in returns_by_uid.values() if len(values) >= 2]
+    return {
+        "avg_raw_reward": fmean(trajectory_return(r) for r in rewards),
+        f"pass_at_{n}": fmean(float(solved) for solved in solved_by_uid.values()),
+        "mean_positive_reward": fmean(_positive_part(r) for r in rewards),
+        "variance_per_prompt": fmean(pvariance(v) for v in multi) if multi else 0.0,
+        "signal_ratio": fmean(float(len(set(v)) > 1) for v in multi) if multi else 0.0,
+    }
+
+
+def compute_reward_metrics(
+    rewards: Sequence[Reward],
+    uids: Sequence[str],
+    n_samples_per_prompt: int,
+    data_sources: Sequence[str | None] | None = None,
+    include: Sequence[bool] | None = None,
+) -> dict[str, float]:
+    """Metrics over all included trajectories (keys as above) and per data source (`<data_source>/<key>`).
+
+    Returns an empty dict when no trajectory is included.
+    """
+    keep = [i for i in range(len(rewards)) if include is None or include[i]]
+    if not keep:
+        return {}
+    metrics = _group_metrics([rewards[i] for i in keep], [uids[i] for i in keep], n_samples_per_prompt)
+    if data_sources is not None:
+        by_source: dict[str, list[int]] = defaultdict(list)
+        for i in keep:
+            by_source[sanitize_metric_key(data_sources[i])].append(i)
+        for source, indices in sorted(by_source.items()):
+            group = _group_metrics([rewards[i] for i in indices], [uids[i] for i in indices], n_samples_per_prompt)
+            metrics.update({f"{source}/{key}": value for key, value in group.items()})
+    return metrics
