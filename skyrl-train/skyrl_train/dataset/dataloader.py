@@ -1,0 +1,95 @@
+"""A resumable prompt loader: its ``state_dict`` records where in which epoch it stopped.
+
+Batch ``k`` of epoch ``e`` is always the same: the order of an epoch is a permutation drawn from a generator seeded
+with ``seed + e``, so a loader restored from a checkpoint yields exactly the batches the interrupted run had not
+yet consumed, in the same order, and later epochs reshuffle exactly as they would have.
+
+Each ``iter(loader)`` continues from the current position to the end of the current epoch; when the last batch
+of an epoch is handed out the loader moves to the start of the next epoch. So the trainer's
+``for epoch in range(start_epoch, epochs): for batch in loader:`` works for fresh and resumed runs alike. Only one
+iterator should be live at a time (they share the position).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+_STATE_CHECKED = ("dataset_size", "batch_size", "shuffle", "drop_last", "seed")
+
+
+class PromptDataLoader:
+    """Batches of ``collate_fn([dataset[i] for i in batch_indices])`` (default: ``dataset.collate_fn``)."""
+
+    def __init__(
+        self,
+        dataset: Sequence[Any],
+        batch_size: int,
+        shuffle: bool = True,
+        drop_last: bool = True,
+        seed: int = 42,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.seed = seed
+        self.collate_fn = collate_fn if collate_fn is not None else dataset.collate_fn
+        self.epoch = 0
+        self.position = 0
+        """Batches of ``epoch`` already handed out."""
+
+    @classmethod
+    def for_eval(cls, dataset: Sequence[Any], batch_size: int, **kwargs: Any) -> PromptDataLoader:
+        """Every row once, in dataset order: no shuffle, last partial batch kept."""
+        return cls(dataset, batch_size, shuffle=False, drop_last=False, **kwargs)
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        full, rest = divmod(len(self.dataset), self.batch_size)
+        return full if self.drop_last or rest == 0 else full + 1
+
+    def epoch_order(self, epoch: int) -> list[int]:
+        """Dataset indices in the order epoch ``epoch`` visits them."""
+        if not self.shuffle:
+            return list(range(len(self.dataset)))
+        generator = torch.Generator().manual_seed(self.seed + epoch)
+        return torch.randperm(len(self.dataset), generator=generator).tolist()
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, num_batches = self.epoch, len(self)
+        order = self.epoch_order(epoch)
+        for k in range(self.position, num_batches):
+            indices = order[k * self.batch_size : (k + 1) * self.batch_size]
+            # Advance before yielding, so a state_dict taken while the batch is being used already counts it.
+            self.epoch, self.position = (epoch + 1, 0) if k + 1 == num_batches else (epoch, k + 1)
+            yield self.collate_fn([self.dataset[i] for i in indices])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "dataset_size": len(self.dataset),
+            "batch_size": self.batch_size,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "seed": self.seed,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at ``state``'s epoch and position. Raises ``ValueError`` naming the setting if the dataset size,
+        batch size, shuffle, drop_last or seed differ, since the saved position would then point elsewhere."""
+        for key in _STATE_CHECKED:
+            if state[key] != self.state_dict()[key]:
+                raise ValueError(
+                    f"data loader state was saved with {key}={state[key]!r}, but this loader has "
+                    f"{key}={self.state_dict()[key]!r}; its position does not apply"
+                )
+        if not 0 <= state["position"] < max(len(self), 1):
+            raise ValueError(f"data loader state position {state['position']} is outside 0..{len(self) - 1}")
+        self.epoch, self.position = state["epoch"], state["position"]
