@@ -316,7 +316,11 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str])
             kwargs[name] = out
     if extra is not None:
         kwargs[extra] = _check_extras(cls, extras, flds[extra], prefix, problems)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:  # a block that validates its own values (e.g. SamplingParams)
+        problems.append(f"{prefix.rstrip('.') or 'config'}: {exc}")
+        return cls()
 
 
 def _check_extras(cls: type, extras: dict, f: dataclasses.Field, prefix: str, problems: list[str]) -> dict:

@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
+from skyrl_train.inference_engines.base import SamplingParams
+
 __all__ = [
     "SkyRLConfig",
     "DataConfig",
@@ -148,7 +150,8 @@ class FSDPConfig:
 @dataclass
 class PolicyConfig:
     model: ModelConfig = section(
-        lambda: ModelConfig(path="smollm2-135m-instruct"), "Policy model and its LoRA adapter (default: the built-in CPU model alias)."
+        lambda: ModelConfig(path="smollm2-135m-instruct"),
+        "Policy model and its LoRA adapter (default: the built-in CPU model alias).",
     )
     optimizer_config: OptimizerConfig = section(OptimizerConfig, "Policy optimizer and LR schedule.")
     fsdp_config: FSDPConfig = section(FSDPConfig, "FSDP2 sharding of the policy (strategy=fsdp2).")
@@ -336,21 +339,6 @@ class TrainerConfig:
 class ChatTemplateConfig:
     source: str = knob("name", "Where name_or_path points: 'name' (built-in template) or 'file'.")
     name_or_path: str | None = knob(None, "Chat template name or file; null = the tokenizer's own.")
-
-
-@dataclass
-class SamplingParams:
-    _extra_keys_field: ClassVar[str] = "additional_kwargs"
-
-    max_generate_length: int = knob(1024, "Max new tokens per generation call (one turn).")
-    repetition_penalty: float = knob(1.0, "Repetition penalty; 1.0 = off.")
-    temperature: float = knob(1.0, "Sampling temperature; 0 = greedy.")
-    top_p: float = knob(1.0, "Nucleus sampling threshold.")
-    min_p: float = knob(0.0, "Min-p sampling threshold; 0 = off.")
-    top_k: int = knob(-1, "Top-k sampling; -1 = off.")
-    logprobs: int | None = knob(0, "0 = return the sampled token's logprob; null = none; >0 is not supported.")
-    stop: list[str] | None = knob(None, "Stop strings; null = none.")
-    additional_kwargs: dict[str, Any] = knob({}, "Any other key in this block is passed to the engine unchanged.")
 
 
 @dataclass

@@ -143,18 +143,6 @@ def _check_generator(cfg: SkyRLConfig, problems: list[str]) -> None:
             f"generator.max_input_length ({g.max_input_length}) must be >= trainer.max_prompt_length "
             f"({t.max_prompt_length}) for multi-turn rollouts."
         )
-    for name in ("sampling_params", "eval_sampling_params"):
-        sp = getattr(g, name)
-        if sp.logprobs is not None and sp.logprobs > 0:
-            problems.append(
-                f"generator.{name}.logprobs={sp.logprobs}: only 0 (the sampled token's logprob) or null is supported."
-            )
-        if sp.logprobs is not None and sp.logprobs < 0:
-            problems.append(f"generator.{name}.logprobs must be 0 or null, got {sp.logprobs}.")
-        _at_least(problems, f"generator.{name}.max_generate_length", sp.max_generate_length, 1)
-        _at_least(problems, f"generator.{name}.temperature", sp.temperature, 0)
-        if not 0 < sp.top_p <= 1:
-            problems.append(f"generator.{name}.top_p must be in (0, 1], got {sp.top_p}.")
     if not g.run_engines_locally:
         if g.num_inference_engines != len(g.remote_inference_engine_urls):
             problems.append(

@@ -5,12 +5,10 @@ one `SamplingParams` object from the config to the engine untouched; each backen
 its own edge (the way transformers passes a `GenerationConfig` through `generate`).
 """
 
-from __future__ import annotations
-
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 
 class StopReason:
@@ -24,27 +22,29 @@ class StopReason:
     """The request was aborted (e.g. paused for a weight update); the tokens so far are returned."""
 
 
+def _knob(default: Any, help: str) -> Any:
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=dict, metadata={"help": help})
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclasses.dataclass
 class SamplingParams:
-    """Sampling parameters of one generation call (field names follow `generator.sampling_params`)."""
+    """Sampling parameters of one generation call. This class is also the schema of the config blocks
+    `generator.sampling_params` and `generator.eval_sampling_params` (one definition per key)."""
 
-    max_generate_length: int = 1024
-    """Maximum new tokens of ONE engine call (not of a whole multi-turn trajectory)."""
-    temperature: float = 1.0
-    """Softmax temperature; 0 means greedy decoding."""
-    top_p: float = 1.0
-    top_k: int = -1
-    """-1 disables top-k."""
-    min_p: float = 0.0
-    repetition_penalty: float = 1.0
-    stop: list[str] | None = None
-    """Stop strings; the generated text includes the stop string that ended it."""
-    logprobs: int | None = 0
-    """0 returns the logprob of each sampled token; None returns none."""
-    seed: int | None = None
-    """Per-request seed for reproducible sampling; None draws from the engine's generator."""
-    additional_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Backend-specific extras, passed through to the backend that understands them."""
+    _extra_keys_field: ClassVar[str] = "additional_kwargs"
+
+    max_generate_length: int = _knob(1024, "Max new tokens of ONE generation call (one turn, not a trajectory).")
+    repetition_penalty: float = _knob(1.0, "Repetition penalty; 1.0 = off.")
+    temperature: float = _knob(1.0, "Sampling temperature; 0 = greedy.")
+    top_p: float = _knob(1.0, "Nucleus sampling threshold; 1.0 = off.")
+    min_p: float = _knob(0.0, "Min-p sampling threshold; 0 = off.")
+    top_k: int = _knob(-1, "Top-k sampling; -1 = off.")
+    logprobs: int | None = _knob(0, "0 = return each sampled token's logprob; null = none; >0 is not supported.")
+    stop: list[str] | None = _knob(None, "Stop strings (kept in the output text); null = none.")
+    seed: int | None = _knob(None, "Per-request sampling seed for reproducible rollouts; null = engine RNG.")
+    additional_kwargs: dict[str, Any] = _knob({}, "Any other key in this block is passed to the engine unchanged.")
 
     def __post_init__(self):
         problems = []
@@ -66,7 +66,7 @@ class SamplingParams:
             raise ValueError("invalid sampling params: " + "; ".join(problems))
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> SamplingParams:
+    def from_mapping(cls, values: Mapping[str, Any]) -> "SamplingParams":
         """Build from a config block (dict / DictConfig); unknown keys go to `additional_kwargs`."""
         known = {f.name for f in dataclasses.fields(cls)} - {"additional_kwargs"}
         values = dict(values)
@@ -78,7 +78,7 @@ class SamplingParams:
             kwargs["stop"] = [stop] if isinstance(stop, str) else list(stop)
         return cls(**kwargs, additional_kwargs=extra)
 
-    def replace(self, **changes) -> SamplingParams:
+    def replace(self, **changes) -> "SamplingParams":
         return dataclasses.replace(self, **changes)
 
     @property

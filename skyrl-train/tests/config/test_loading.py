@@ -140,7 +140,7 @@ def test_config_built_in_python_has_interpolations_resolved():
 
 
 def test_to_dict_round_trips_and_config_pickles():
-    cfg = load_config(["+environment.skyrl_gym.my_env.k=1", "+generator.sampling_params.seed=7"])
+    cfg = load_config(["+environment.skyrl_gym.my_env.k=1", "+generator.sampling_params.presence_penalty=0.5"])
     assert build_config(to_dict(cfg)) == cfg
     assert pickle.loads(pickle.dumps(cfg)) == cfg
     assert copy.deepcopy(cfg) == cfg

@@ -115,8 +115,12 @@ def test_remote_engine_count_must_match_urls_and_logprobs_must_be_null():
     assert problems[1].startswith("generator.sampling_params.logprobs must be null with remote engines")
 
 
-def test_logprobs_above_zero_are_rejected():
-    assert only_problem("generator.sampling_params.logprobs=5").startswith("generator.sampling_params.logprobs=5")
+def test_logprobs_above_zero_are_rejected_when_the_block_is_built():
+    with pytest.raises(ConfigError) as e:
+        load_config(["generator.sampling_params.logprobs=5"], validate=False)
+    assert e.value.problems == [
+        "generator.sampling_params: invalid sampling params: logprobs must be 0 (sampled-token logprob) or None, got 5"
+    ]
 
 
 def test_vllm_sync_engine_needs_batched():
