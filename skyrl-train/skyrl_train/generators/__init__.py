@@ -8,12 +8,18 @@ from skyrl_train.generators.base import (
     TrajectoryID,
     TrajectoryStopReason,
 )
+from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
+from skyrl_train.generators.utils import apply_overlong_filtering, get_rollout_metrics, zero_rewards_on_non_stop
 
 __all__ = [
     "BatchMetadata",
     "GeneratorInput",
     "GeneratorInterface",
     "GeneratorOutput",
+    "SkyRLGymGenerator",
     "TrajectoryID",
     "TrajectoryStopReason",
+    "apply_overlong_filtering",
+    "get_rollout_metrics",
+    "zero_rewards_on_non_stop",
 ]

@@ -8,4 +8,27 @@ from skyrl_train.inference_engines.base import (
     StopReason,
 )
 
-__all__ = ["InferenceEngineInput", "InferenceEngineInterface", "InferenceEngineOutput", "SamplingParams", "StopReason"]
+# The transformers backend is imported on first use, so that importing the contract stays light.
+_LAZY = {
+    "EngineStats": "skyrl_train.inference_engines.batcher",
+    "HFInferenceEngine": "skyrl_train.inference_engines.hf_engine",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "EngineStats",
+    "HFInferenceEngine",
+    "InferenceEngineInput",
+    "InferenceEngineInterface",
+    "InferenceEngineOutput",
+    "SamplingParams",
+    "StopReason",
+]

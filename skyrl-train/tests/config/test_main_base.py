@@ -30,6 +30,7 @@ def test_unknown_key_is_reported_with_a_suggestion(capsys):
     assert "Did you mean 'trainer.policy.model.path'?" in capsys.readouterr().err
 
 
-def test_valid_config_reaches_run():
-    with pytest.raises(NotImplementedError, match="trainer lands in"):
-        main_base.main(["trainer.epochs=2"])
+def test_valid_config_reaches_the_run_which_names_a_missing_dataset(tmp_path):
+    missing = tmp_path / "train.parquet"
+    with pytest.raises(FileNotFoundError, match="train.parquet"):
+        main_base.main([f"data.train_data=[{missing}]", f"trainer.export_path={tmp_path / 'exports'}"])

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# GRPO with LoRA on offline synthetic arithmetic word problems (the gsm8k env), with the default CPU model
+# (SmolLM2-135M-Instruct, fp32). Evaluates before and after training and writes a report:
+#   $OUT/exports/report/summary.md   (eval reward before vs after, reward / length / KL / timing plots)
+#
+#   bash examples/gsm8k/run_gsm8k.sh                         # CPU defaults (about 15 minutes on 2 cores)
+#   bash examples/gsm8k/run_gsm8k.sh trainer.epochs=3 ...   # any extra argument is a config override
+#
+# On a GPU machine, scale up by overrides, e.g. a bigger model, batch sizes and bf16:
+#   bash examples/gsm8k/run_gsm8k.sh trainer.policy.model.path=Qwen/Qwen2.5-1.5B-Instruct trainer.bf16=true \
+#       trainer.train_batch_size=64 trainer.policy_mini_batch_size=16 generator.n_samples_per_prompt=8
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+bash "$repo_root/scripts/setup.sh"
+python="$repo_root/.venv/bin/python"
+
+OUT="${OUT:-$repo_root/outputs/gsm8k}"
+DATA="$OUT/data"
+if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
+    "$python" -m skyrl_gym.envs.gsm8k.synthetic_data --output-dir "$DATA" --train-size 512 --val-size 64 \
+        --max-ops 1 --max-value 20 --few-shot 1 --seed 0
+fi
+
+"$python" -m skyrl_train.entrypoints.main_base \
+    data.train_data="[$DATA/train.parquet]" \
+    data.val_data="[$DATA/validation.parquet]" \
+    trainer.policy.model.path=smollm2-135m-instruct \
+    trainer.bf16=false \
+    trainer.gradient_checkpointing=false \
+    trainer.policy.model.lora.rank=32 \
+    trainer.policy.model.lora.alpha=64 \
+    trainer.policy.optimizer_config.lr=2e-4 \
+    trainer.algorithm.advantage_estimator=grpo \
+    trainer.algorithm.use_kl_loss=false \
+    trainer.epochs=1 \
+    trainer.train_batch_size=4 \
+    trainer.policy_mini_batch_size=4 \
+    trainer.micro_train_batch_size_per_gpu=8 \
+    trainer.micro_forward_batch_size_per_gpu=16 \
+    trainer.eval_batch_size=64 \
+    trainer.eval_before_train=true \
+    trainer.eval_interval=10 \
+    trainer.max_prompt_length=384 \
+    generator.n_samples_per_prompt=4 \
+    generator.max_turns=1 \
+    generator.sampling_params.max_generate_length=64 \
+    generator.eval_sampling_params.max_generate_length=64 \
+    trainer.ckpt_interval=10 \
+    trainer.max_ckpts_to_keep=1 \
+    trainer.ckpt_path="$OUT/ckpts" \
+    trainer.export_path="$OUT/exports" \
+    "trainer.logger=[console,jsonl,tensorboard]" \
+    trainer.project_name=gsm8k_cpu \
+    trainer.run_name=grpo_smollm2_lora \
+    "$@"
+
+echo "report: $OUT/exports/report/summary.md"

@@ -1,0 +1,474 @@
+"""`SkyRLGymGenerator`: runs one async agent loop per trajectory against skyrl-gym envs and an inference engine.
+
+Token-in/token-out: the running context is a list of token ids; the model's sampled ids are appended exactly
+as returned (never decoded and re-encoded) and observations are tokenised on their own with the fixed-base
+trick (`ObservationEncoder`). Loss mask 1 only on sampled tokens; each turn's reward sits on that turn's last
+sampled token; the last turn's observation is dropped from the response.
+
+Infrastructure failures never crash a batch. Each becomes a stop reason (`TrajectoryStopReason.INFRA_FAILURES`)
+with zero loss mask, counted in the rollout metrics, so the trainer can keep it out of the advantage baseline:
+- env make/init raises -> placeholder row (`env_init_failed`): response [eos], mask [0], reward 0;
+- env step raises -> `env_step_failed`: the turns so far (including the failed one) are kept for inspection,
+  with the rewards earned so far, but the whole loss mask is zeroed, since the episode's outcome is unknown;
+- `generator.trajectory_timeout_seconds` runs out -> placeholder row (`timeout`). Every engine and env call
+  runs under the remaining budget; a sync env call stuck in a pool thread is abandoned (threads cannot be
+  killed), which is one more reason to implement the async env hooks.
+Empty or whitespace-only generations are not failures: the turn is kept, stepped as usual, masked out of
+the loss and counted (`empty_responses`).
+
+Env calls: an env's own async hooks are awaited on the event loop; sync methods run in a pool of
+`environment.skyrl_gym.max_env_workers` threads, or inline when that is 0 (then a slow sync env blocks every
+trajectory and cannot be timed out). `env.close()` is called exactly once on every path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import skyrl_gym
+from skyrl_gym.envs.base_text_env import ConversationType
+from skyrl_train.generators.base import (
+    GeneratorInput,
+    GeneratorInterface,
+    GeneratorOutput,
+    TrajectoryID,
+    TrajectoryStopReason,
+)
+from skyrl_train.generators.utils import (
+    ObservationEncoder,
+    apply_overlong_filtering,
+    encode_chat,
+    get_generation_prompt_ids,
+    get_rollout_metrics,
+    resolve_sampling_params,
+    to_plain,
+    trajectory_counters,
+    zero_rewards_on_non_stop,
+)
+from skyrl_train.inference_engines.base import InferenceEngineInput, InferenceEngineInterface, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+ENV_CLOSE_WAIT_SECONDS = 30.0
+"""How long a trajectory waits for `env.close()`; a slower close keeps running in the background."""
+
+
+class _EnvFailure(Exception):
+    """An env make/init/step raised; `stop_reason` says which kind of infrastructure failure it is."""
+
+    def __init__(self, stop_reason: str):
+        super().__init__(stop_reason)
+        self.stop_reason = stop_reason
+
+
+@dataclass
+class TrajectoryRow:
+    """One output row: a whole trajectory, or one turn of it in step-wise mode."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    rewards: list[float]
+    """Per token, same length as `response_ids`."""
+    stop_reason: str
+
+
+@dataclass
+class Trajectory:
+    """What one agent loop returns: its rows (one, or one per turn in step-wise mode) and its env metrics."""
+
+    rows: list[TrajectoryRow]
+    env_metrics: dict[str, Any]
+
+
+@dataclass
+class _Turn:
+    """One generation: the ids appended to the context, their mask and logprobs, and where its reward goes."""
+
+    ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    reward_offset: int
+    """Index (within `ids`) of the last sampled token."""
+    stop_reason: str
+    text: str
+    empty: bool
+    """The text is empty or whitespace only (the turn is then out of the loss)."""
+    stripped_eos: tuple[int, float] | None = None
+    """Single-message mode: (mask, logprob) of the EOS removed from the end of this turn."""
+
+
+@dataclass
+class _Rollout:
+    """The growing state of one trajectory: the running context and per-response-token annotations."""
+
+    prompt_ids: list[int]
+    input_ids: list[int]
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    reward_positions: list[tuple[int, float]] = field(default_factory=list)
+    response_end: int = 0
+    """Length of the response up to the end of the last turn's output (observation after it excluded)."""
+    stop_reason: str | None = None
+    empty_responses: int = 0
+    closing_eos: tuple[int, float] | None = None
+    """Single-message mode: the last turn's stripped EOS, restored when the message is closed."""
+    steps: list[TrajectoryRow] | None = None
+    """Step-wise mode only: one row per turn."""
+
+    @property
+    def response_length(self) -> int:
+        return len(self.input_ids) - len(self.prompt_ids)
+
+    def add_turn(self, turn: _Turn, reward: float) -> None:
+        if self.steps is not None:
+            rewards = [0.0] * len(turn.ids)
+            rewards[turn.reward_offset] = reward
+            self.steps.append(
+                TrajectoryRow(list(self.input_ids), turn.ids, turn.loss_mask, turn.logprobs, rewards, turn.stop_reason)
+            )
+        self.reward_positions.append((self.response_length + turn.reward_offset, reward))
+        self.input_ids += turn.ids
+        self.loss_mask += turn.loss_mask
+        self.logprobs += turn.logprobs
+        self.response_end = self.response_length
+        self.stop_reason = turn.stop_reason
+        self.empty_responses += turn.empty
+        self.closing_eos = turn.stripped_eos
+
+    def add_observation(self, obs_ids: list[int]) -> None:
+        self.input_ids += obs_ids
+        self.loss_mask += [0] * len(obs_ids)
+        self.logprobs += [0.0] * len(obs_ids)
+
+
+class SkyRLGymGenerator(GeneratorInterface):
+    """The default generator: multi-turn agent loops over skyrl-gym envs, token-in/token-out.
+
+    `generator_cfg` is the `generator` config section and `skyrl_gym_cfg` is `environment.skyrl_gym`
+    (a DictConfig or the typed dataclasses; both are read by attribute with upstream key names).
+    """
+
+    def __init__(self, generator_cfg, skyrl_gym_cfg, inference_engine_client: InferenceEngineInterface, tokenizer):
+        _validate_generator_cfg(generator_cfg)
+        self.cfg = generator_cfg
+        self.skyrl_gym_cfg = skyrl_gym_cfg
+        self.inference_engine_client = inference_engine_client
+        self.tokenizer = tokenizer
+        self.eos_token_id: int = tokenizer.eos_token_id
+        self.multi_turn: bool = generator_cfg.use_conversation_multi_turn
+        self.step_wise: bool = generator_cfg.step_wise_trajectories
+        self.max_input_length: int = generator_cfg.max_input_length
+        self.max_turns: int = generator_cfg.max_turns
+        self.append_eos_after_stop: bool = generator_cfg.append_eos_token_after_stop_str_in_multi_turn
+        self.inject_context_status: bool = generator_cfg.inject_context_status
+        self.trajectory_timeout: float | None = generator_cfg.trajectory_timeout_seconds or None
+        self.default_sampling_params = resolve_sampling_params(generator_cfg.sampling_params)
+        self._template_kwargs: dict[str, Any] = to_plain(generator_cfg.chat_template_kwargs) or {}
+        self._obs_encoder = ObservationEncoder(tokenizer, **self._template_kwargs)
+        self.generation_prompt_ids = get_generation_prompt_ids(tokenizer, **self._template_kwargs)
+        workers = skyrl_gym_cfg.max_env_workers
+        self._env_pool = ThreadPoolExecutor(workers, thread_name_prefix="skyrl-env") if workers > 0 else None
+        self._warned_postprocessed_action = False
+
+    # ------------------------------------------------------------------------------------------ batch
+
+    async def generate(self, input_batch: GeneratorInput) -> GeneratorOutput:
+        prompts = input_batch["prompts"]
+        env_classes = input_batch["env_classes"]
+        env_extras = input_batch.get("env_extras") or [{} for _ in prompts]
+        trajectory_ids = input_batch.get("trajectory_ids") or [None] * len(prompts)
+        sampling_params = input_batch.get("sampling_params")
+        sampling_params = (
+            self.default_sampling_params if sampling_params is None else resolve_sampling_params(sampling_params)
+        )
+        tasks = [
+            asyncio.ensure_future(self.agent_loop(prompt, env_class, extras, sampling_params, trajectory_id))
+            for prompt, env_class, extras, trajectory_id in zip(
+                prompts, env_classes, env_extras, trajectory_ids, strict=True
+            )
+        ]
+        try:
+            trajectories = await asyncio.gather(*tasks)
+        except BaseException:
+            # Let the siblings close their envs before the error propagates.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return self._build_output(trajectories, env_classes, trajectory_ids, sampling_params.logprobs is not None)
+
+    def _build_output(
+        self,
+        trajectories: list[Trajectory],
+        env_classes: list[str],
+        trajectory_ids: list[TrajectoryID | None],
+        keep_logprobs: bool,
+    ) -> GeneratorOutput:
+        rows, is_last_step, env_metrics, row_env_classes, row_trajectory_ids = [], [], [], [], []
+        for trajectory, env_class, trajectory_id in zip(trajectories, env_classes, trajectory_ids, strict=True):
+            for i, row in enumerate(trajectory.rows):
+                last = i == len(trajectory.rows) - 1
+                rows.append(row)
+                is_last_step.append(last)
+                env_metrics.append(trajectory.env_metrics if last else {})
+                row_env_classes.append(env_class)
+                row_trajectory_ids.append(trajectory_id)
+        stop_reasons = [row.stop_reason for row in rows]
+        response_ids = [row.response_ids for row in rows]
+        metrics = get_rollout_metrics(response_ids, stop_reasons, row_env_classes, env_metrics, is_last_step)
+        rewards = [row.rewards for row in rows]
+        loss_masks = [row.loss_mask for row in rows]
+        if self.cfg.zero_reward_on_non_stop:
+            rewards = zero_rewards_on_non_stop(rewards, stop_reasons)
+        if self.cfg.apply_overlong_filtering:
+            loss_masks = apply_overlong_filtering(loss_masks, stop_reasons)
+        return GeneratorOutput(
+            prompt_token_ids=[row.prompt_ids for row in rows],
+            response_ids=response_ids,
+            rewards=rewards,
+            loss_masks=loss_masks,
+            stop_reasons=stop_reasons,
+            rollout_metrics=metrics,
+            rollout_logprobs=[row.logprobs for row in rows] if keep_logprobs else None,
+            trajectory_ids=row_trajectory_ids if any(tid is not None for tid in trajectory_ids) else None,
+            is_last_step=is_last_step if self.step_wise else None,
+            env_metrics=env_metrics,
+        )
+
+    # ------------------------------------------------------------------------------------- agent loop
+
+    async def agent_loop(
+        self,
+        prompt: ConversationType,
+        env_class: str,
+        env_extras: dict[str, Any] | None,
+        sampling_params: SamplingParams,
+        trajectory_id: TrajectoryID | None = None,
+    ) -> Trajectory:
+        """Run one trajectory to completion; never raises for env failures or timeouts (see module doc)."""
+        session_id = trajectory_id.to_string() if trajectory_id is not None else None
+        deadline = (
+            None if self.trajectory_timeout is None else asyncio.get_running_loop().time() + self.trajectory_timeout
+        )
+        budget = asyncio.timeout_at(deadline)
+        env = rollout = None
+        try:
+            async with budget:
+                env = self._make_env(env_class, env_extras)
+                init_prompt, _ = await self._env_call(env, "init", copy.deepcopy(prompt))
+                prompt_ids = encode_chat(self.tokenizer, init_prompt, True, **self._template_kwargs)
+                rollout = _Rollout(prompt_ids, list(prompt_ids), steps=[] if self.step_wise else None)
+                await self._run_turns(env, rollout, sampling_params, session_id)
+            return self._finish(rollout, env.get_metrics())
+        except _EnvFailure as failure:
+            logger.warning("trajectory %s (%s): %s", session_id, env_class, failure.stop_reason, exc_info=True)
+            if failure.stop_reason == TrajectoryStopReason.ENV_STEP_FAILED:
+                rollout.stop_reason = failure.stop_reason
+                return self._finish(rollout, {}, masked=True)
+            return self._placeholder(prompt, None, failure.stop_reason)
+        except TimeoutError:
+            if not budget.expired():
+                raise
+            logger.warning("trajectory %s (%s) timed out after %ss", session_id, env_class, self.trajectory_timeout)
+            return self._placeholder(prompt, rollout, TrajectoryStopReason.TIMEOUT)
+        finally:
+            if env is not None:
+                await self._close_env(env)
+
+    async def _run_turns(self, env, rollout: _Rollout, sampling_params: SamplingParams, session_id: str | None) -> None:
+        """Generate / step until the env is done or the running context exceeds `max_input_length`."""
+        while True:
+            if len(rollout.input_ids) > self.max_input_length:
+                rollout.stop_reason = TrajectoryStopReason.LENGTH
+                return
+            turn = await self._generate_turn(rollout, sampling_params, session_id)
+            try:
+                step = await self._env_call(env, "step", turn.text)
+            except _EnvFailure:
+                rollout.add_turn(turn, 0.0)
+                raise
+            if step.get("postprocessed_action") is not None:
+                turn = self._replace_action(turn, step["postprocessed_action"])
+            done = bool(step["done"])
+            observations = step.get("observations") or []
+            if observations and self.inject_context_status:
+                observations = self._with_context_status(observations, rollout, turn, step)
+            rollout.add_turn(turn, float(step.get("reward") or 0.0))
+            if done:
+                return
+            rollout.add_observation(self._observation_ids(observations))
+
+    async def _generate_turn(self, rollout: _Rollout, sampling_params: SamplingParams, session_id: str | None) -> _Turn:
+        output = await self.inference_engine_client.generate(
+            InferenceEngineInput(
+                prompt_token_ids=[list(rollout.input_ids)],
+                sampling_params=sampling_params,
+                session_ids=None if session_id is None else [session_id],
+            )
+        )
+        text = output["responses"][0]
+        ids = list(output["response_ids"][0])
+        logprobs = output.get("response_logprobs")
+        logprobs = list(logprobs[0]) if logprobs else [0.0] * len(ids)
+        return self._make_turn(text, ids, logprobs, output["stop_reasons"][0], sampling_params.stop)
+
+    def _make_turn(self, text: str, ids: list[int], logprobs: list[float], stop_reason: str, stop) -> _Turn:
+        """Annotate sampled ids: mask 1 unless the text is empty/whitespace; EOS handling per conversation mode."""
+        empty = not text.strip()
+        if not ids:  # an engine returning nothing is treated as an (empty) EOS so every turn has a token
+            return _Turn([self.eos_token_id], [0], [0.0], 0, stop_reason, text, empty=True)
+        mask = [0 if empty else 1] * len(ids)
+        stripped_eos = None
+        if not self.multi_turn:
+            # One growing assistant message: the turn's EOS is dropped (restored after the last turn). A turn
+            # that is nothing but EOS keeps it, so every turn has a token to carry its reward.
+            if ids[-1] == self.eos_token_id and len(ids) > 1:
+                stripped_eos = (mask[-1], logprobs[-1])
+                ids, mask, logprobs = ids[:-1], mask[:-1], logprobs[:-1]
+        elif (
+            stop and self.append_eos_after_stop and ids[-1] != self.eos_token_id and any(text.endswith(s) for s in stop)
+        ):
+            # Ended on a stop string: close the turn as the chat template would; the EOS was not sampled.
+            return _Turn(
+                ids + [self.eos_token_id], mask + [0], logprobs + [0.0], len(ids) - 1, stop_reason, text, empty
+            )
+        return _Turn(ids, mask, logprobs, len(ids) - 1, stop_reason, text, empty, stripped_eos)
+
+    def _replace_action(self, turn: _Turn, action: str) -> _Turn:
+        """The env rewrote the action (upstream `postprocessed_action`). Its tokens were not sampled, so
+        they are kept in the context but out of the loss."""
+        if not self._warned_postprocessed_action:
+            logger.warning("env returned postprocessed_action: re-encoding it breaks token-in/token-out")
+            self._warned_postprocessed_action = True
+        ids = self.tokenizer.encode(action, add_special_tokens=False)
+        if turn.ids[-1] == self.eos_token_id or not ids:
+            ids.append(self.eos_token_id)
+        return _Turn(ids, [0] * len(ids), [0.0] * len(ids), len(ids) - 1, turn.stop_reason, action, turn.empty)
+
+    def _with_context_status(self, observations: ConversationType, rollout: _Rollout, turn: _Turn, step) -> list:
+        """`generator.inject_context_status`: tell the model how full its context is, on the last observation."""
+        used = len(rollout.input_ids) + len(turn.ids)
+        turn_number = (step.get("metadata") or {}).get("turn", len(rollout.reward_positions) + 1)
+        status = (
+            f"\n[Context: {used}/{self.max_input_length} tokens ({100 * used // self.max_input_length}%), "
+            f"Turn {turn_number}/{self.max_turns}]"
+        )
+        last = dict(observations[-1], content=observations[-1]["content"] + status)
+        return [*observations[:-1], last]
+
+    def _observation_ids(self, observations: ConversationType) -> list[int]:
+        """Tokens appended after a turn that did not end the episode (the final observation is never used)."""
+        if not self.multi_turn:
+            return [t for m in observations for t in self.tokenizer.encode(m["content"], add_special_tokens=False)]
+        if not observations:
+            return list(self.generation_prompt_ids)
+        return self._obs_encoder.encode(observations, add_generation_prompt=True)
+
+    # -------------------------------------------------------------------------------------- results
+
+    def _finish(self, rollout: _Rollout, env_metrics: dict[str, Any], masked: bool = False) -> Trajectory:
+        """Cut the response after the last turn's output, place rewards, and package the row(s)."""
+        if not rollout.reward_positions:  # no turn ran (context already too long)
+            return self._placeholder_from_ids(rollout.prompt_ids, rollout.stop_reason, env_metrics)
+        metrics = {**env_metrics, **trajectory_counters(rollout.stop_reason, rollout.empty_responses)}
+        if rollout.steps is not None:
+            rollout.steps[-1].stop_reason = rollout.stop_reason
+            if masked:
+                for step in rollout.steps:
+                    step.loss_mask = [0] * len(step.loss_mask)
+            return Trajectory(rollout.steps, metrics)
+        end = rollout.response_end
+        start = len(rollout.prompt_ids)
+        response = rollout.input_ids[start : start + end]
+        loss_mask, logprobs = rollout.loss_mask[:end], rollout.logprobs[:end]
+        rewards = [0.0] * end
+        for position, reward in rollout.reward_positions:
+            rewards[position] = reward
+        if not self.multi_turn and rollout.stop_reason != TrajectoryStopReason.LENGTH:
+            response, loss_mask, logprobs, rewards = self._close_single_message(
+                rollout, response, loss_mask, logprobs, rewards
+            )
+        if masked:
+            loss_mask = [0] * len(loss_mask)
+        row = TrajectoryRow(rollout.prompt_ids, response, loss_mask, logprobs, rewards, rollout.stop_reason)
+        return Trajectory([row], metrics)
+
+    def _close_single_message(self, rollout, response, loss_mask, logprobs, rewards):
+        """Single-message mode: end the one assistant message with EOS and move the final reward onto it.
+        If the last turn sampled that EOS (and it was stripped), it gets back its mask and logprob."""
+        if response[-1] == self.eos_token_id:
+            return response, loss_mask, logprobs, rewards
+        mask, logprob = rollout.closing_eos or (0, 0.0)
+        last_position, last_reward = rollout.reward_positions[-1]
+        rewards[last_position] = 0.0
+        return response + [self.eos_token_id], loss_mask + [mask], logprobs + [logprob], rewards + [last_reward]
+
+    def _placeholder(self, prompt: ConversationType, rollout: _Rollout | None, stop_reason: str) -> Trajectory:
+        prompt_ids = (
+            rollout.prompt_ids
+            if rollout is not None
+            else encode_chat(self.tokenizer, prompt, True, **self._template_kwargs)
+        )
+        return self._placeholder_from_ids(prompt_ids, stop_reason, {})
+
+    def _placeholder_from_ids(self, prompt_ids: list[int], stop_reason: str, env_metrics: dict[str, Any]) -> Trajectory:
+        """A one-token row ([eos], mask 0, reward 0) that keeps the batch's shapes valid and its reward format."""
+        row = TrajectoryRow(prompt_ids, [self.eos_token_id], [0], [0.0], [0.0], stop_reason)
+        return Trajectory([row], {**env_metrics, **trajectory_counters(stop_reason, 0)})
+
+    # ------------------------------------------------------------------------------------------- envs
+
+    def _make_env(self, env_class: str, env_extras: dict[str, Any] | None):
+        extras = {**(env_extras or {}), "max_turns": self.max_turns}
+        env_config = getattr(self.skyrl_gym_cfg, env_class, None) or {}
+        try:
+            return skyrl_gym.make(env_class, env_config=env_config, extras=extras)
+        except Exception as exc:
+            raise _EnvFailure(TrajectoryStopReason.ENV_INIT_FAILED) from exc
+
+    async def _env_call(self, env, hook: str, *args):
+        """`init` or `step`, with any exception turned into the matching infrastructure failure."""
+        try:
+            return await self._call_env_hook(env, hook, *args)
+        except Exception as exc:
+            reason = TrajectoryStopReason.ENV_INIT_FAILED if hook == "init" else TrajectoryStopReason.ENV_STEP_FAILED
+            raise _EnvFailure(reason) from exc
+
+    async def _call_env_hook(self, env, hook: str, *args):
+        """Await the env's own async hook; otherwise run the sync method in the env pool (or inline if 0 workers)."""
+        if skyrl_gym.implements_async(env, hook):
+            return await getattr(env, f"{hook}_async")(*args)
+        call = functools.partial(getattr(env, hook), *args)
+        if self._env_pool is None:
+            return call()
+        return await asyncio.get_running_loop().run_in_executor(self._env_pool, call)
+
+    async def _close_env(self, env) -> None:
+        """Close exactly once on every path; shielded so a timed-out wait still lets the close run."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._call_env_hook(env, "close")), ENV_CLOSE_WAIT_SECONDS)
+        except TimeoutError:
+            logger.warning("%s: close() still running after %ss; not waiting for it", env, ENV_CLOSE_WAIT_SECONDS)
+        except Exception:
+            logger.warning("%s: close() raised", env, exc_info=True)
+
+
+def _validate_generator_cfg(cfg) -> None:
+    """Reject configurations this generator does not implement, naming the key."""
+    if (to_plain(cfg.chat_template) or {}).get("name_or_path") is not None:
+        raise NotImplementedError(
+            "generator.chat_template: custom chat templates (the re-tokenising path) are not supported; "
+            "set generator.chat_template.name_or_path=null to use the tokenizer's own template"
+        )
+    if cfg.batched:
+        raise NotImplementedError("generator.batched=true (single-call batched generation) is not supported")
+    if cfg.step_wise_trajectories and not cfg.use_conversation_multi_turn:
+        raise ValueError("generator.step_wise_trajectories=true requires generator.use_conversation_multi_turn=true")

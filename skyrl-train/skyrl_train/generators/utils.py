@@ -1,0 +1,184 @@
+"""Reusable pieces of the agent loop: chat-template tokenisation, rollout metrics and output post-processing.
+
+`get_rollout_metrics` is the one definition of every rollout number the trainer logs; train and eval both
+get it through `SkyRLGymGenerator.generate`, and custom generators should call it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from skyrl_gym.envs.base_text_env import ConversationType
+from skyrl_gym.metrics import aggregate_for_environment
+from skyrl_train.generators.base import TrajectoryStopReason
+from skyrl_train.inference_engines.base import SamplingParams, StopReason
+
+GENERATOR_COUNTERS: dict[str, str] = {
+    "empty_responses": "empty_responses",
+    "env_init_failed": "env_init_failures",
+    "env_step_failed": "env_step_failures",
+    "trajectory_timeout": "trajectory_timeouts",
+}
+"""Counters the generator adds to each trajectory's `env_metrics` -> the batch metric that sums them.
+They are kept apart from the env's own `get_metrics()` keys, which go through the env's aggregator."""
+
+FAILURE_COUNTERS: dict[str, str] = {
+    TrajectoryStopReason.ENV_INIT_FAILED: "env_init_failed",
+    TrajectoryStopReason.ENV_STEP_FAILED: "env_step_failed",
+    TrajectoryStopReason.TIMEOUT: "trajectory_timeout",
+}
+"""Infrastructure-failure stop reason -> its 0/1 counter in `env_metrics`."""
+
+FIXED_BASE_CONVERSATION: ConversationType = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "I am a user."},
+]
+"""The conversation that observation messages are appended to for tokenisation. It has no assistant turn on
+purpose: some templates (Qwen3) rewrite earlier assistant turns, which would make the diff unstable."""
+
+
+def to_plain(block: Any) -> Any:
+    """A config block (DictConfig, typed dataclass, mapping or None) as plain Python containers."""
+    if isinstance(block, DictConfig | ListConfig):
+        return OmegaConf.to_container(block, resolve=True)
+    if dataclasses.is_dataclass(block) and not isinstance(block, type):
+        return dataclasses.asdict(block)
+    if isinstance(block, Mapping):
+        return dict(block)
+    return block
+
+
+def resolve_sampling_params(value: SamplingParams | Mapping[str, Any] | Any) -> SamplingParams:
+    """`SamplingParams` from an engine-level object, a plain mapping or a `generator.sampling_params` block."""
+    if isinstance(value, SamplingParams):
+        return value
+    return SamplingParams.from_mapping(to_plain(value))
+
+
+def encode_chat(tokenizer, messages: ConversationType, add_generation_prompt: bool, **template_kwargs) -> list[int]:
+    """Token ids of `messages` rendered by the tokenizer's chat template."""
+    return list(
+        tokenizer.apply_chat_template(
+            messages, tokenize=True, add_generation_prompt=add_generation_prompt, return_dict=False, **template_kwargs
+        )
+    )
+
+
+def get_generation_prompt_ids(tokenizer, **template_kwargs) -> list[int]:
+    """The ids `add_generation_prompt=True` appends (e.g. `<|im_start|>assistant\\n`), found by diffing."""
+    turn = [{"role": "user", "content": ""}]
+    without = encode_chat(tokenizer, turn, False, **template_kwargs)
+    with_prompt = encode_chat(tokenizer, turn, True, **template_kwargs)
+    if with_prompt[: len(without)] != without:
+        raise ValueError("the chat template's generation prompt is not a suffix of the templated conversation")
+    return with_prompt[len(without) :]
+
+
+class ObservationEncoder:
+    """Tokenises messages on their own, exactly as the chat template would render them mid-conversation.
+
+    The fixed-base trick: template [fixed base + messages] and drop the base's tokens. The base is tokenised
+    once and cut just after its last EOS, so the result starts with whatever the template puts between an
+    end-of-turn token and the next message (SmolLM2/ChatML: "\\n<|im_start|>user\\n..."), which is what follows
+    the EOS the model sampled to end its turn.
+    """
+
+    def __init__(self, tokenizer, **template_kwargs):
+        self._tokenizer = tokenizer
+        self._template_kwargs = template_kwargs
+        base = encode_chat(tokenizer, FIXED_BASE_CONVERSATION, False, **template_kwargs)
+        eos_positions = [i for i, token in enumerate(base) if token == tokenizer.eos_token_id]
+        self._base_ids = base[: eos_positions[-1] + 1] if eos_positions else base
+
+    def encode(self, messages: ConversationType, add_generation_prompt: bool) -> list[int]:
+        ids = encode_chat(
+            self._tokenizer, FIXED_BASE_CONVERSATION + list(messages), add_generation_prompt, **self._template_kwargs
+        )
+        if ids[: len(self._base_ids)] != self._base_ids:
+            raise ValueError("the chat template renders the fixed base differently when messages follow it")
+        return ids[len(self._base_ids) :]
+
+
+def trajectory_counters(stop_reason: str, empty_responses: int) -> dict[str, int]:
+    """The generator's counters for one trajectory (every key of `GENERATOR_COUNTERS`, always present)."""
+    counters = {"empty_responses": empty_responses}
+    counters.update({name: int(reason == stop_reason) for reason, name in FAILURE_COUNTERS.items()})
+    return counters
+
+
+def apply_overlong_filtering(loss_masks: list[list[int]], stop_reasons: Sequence[str]) -> list[list[int]]:
+    """Zero the whole loss mask of every row that did not end with stop reason "stop" (DAPO overlong filter)."""
+    return [
+        mask if reason == StopReason.STOP else [0] * len(mask)
+        for mask, reason in zip(loss_masks, stop_reasons, strict=True)
+    ]
+
+
+def zero_rewards_on_non_stop(
+    rewards: list[float] | list[list[float]], stop_reasons: Sequence[str]
+) -> list[float] | list[list[float]]:
+    """Reward 0 (scalar or every token) for rows whose stop reason is not "stop"."""
+
+    def zeroed(reward):
+        return [0.0] * len(reward) if isinstance(reward, list) else 0.0
+
+    return [
+        reward if reason == StopReason.STOP else zeroed(reward)
+        for reward, reason in zip(rewards, stop_reasons, strict=True)
+    ]
+
+
+def get_rollout_metrics(
+    response_ids: Sequence[Sequence[int]],
+    stop_reasons: Sequence[str],
+    env_classes: Sequence[str],
+    env_metrics: Sequence[Mapping[str, Any]],
+    is_last_step: Sequence[bool] | None = None,
+) -> dict[str, float]:
+    """Rollout metrics of one generated batch (all lists aligned with the output rows).
+
+    - `generate/{min,max,avg,std}_num_tokens`: response lengths of every row (observation tokens included);
+    - `generate/stop_reason/<reason>`: trajectories per stop reason;
+    - `generate/<counter>` and `environment/<env_class>/<counter>` for each of `GENERATOR_COUNTERS`
+      (empty_responses counts empty turns; the failure counters count trajectories);
+    - `environment/<env_class>/<key>`: the env class's `aggregate_metrics` over the `get_metrics()` of its
+      trajectories whose env ran (infrastructure failures excluded).
+
+    In step-wise mode pass `is_last_step`: trajectory-level numbers then come from last-step rows only.
+    """
+    lengths = [len(ids) for ids in response_ids]
+    metrics: dict[str, float] = {
+        "generate/min_num_tokens": min(lengths),
+        "generate/max_num_tokens": max(lengths),
+        "generate/avg_num_tokens": statistics.fmean(lengths),
+        "generate/std_num_tokens": statistics.pstdev(lengths),
+    }
+    rows = [i for i in range(len(lengths)) if is_last_step is None or is_last_step[i]]
+    for reason, count in Counter(stop_reasons[i] for i in rows).items():
+        metrics[f"generate/stop_reason/{reason}"] = count
+
+    counters: dict[str, dict[str, int]] = defaultdict(dict)
+    env_episodes: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for i in rows:
+        per_class = counters[env_classes[i]]
+        for key, name in GENERATOR_COUNTERS.items():
+            per_class[name] = per_class.get(name, 0) + int(env_metrics[i].get(key, 0))
+        if stop_reasons[i] not in TrajectoryStopReason.INFRA_FAILURES:
+            env_episodes[env_classes[i]].append(
+                {k: v for k, v in env_metrics[i].items() if k not in GENERATOR_COUNTERS}
+            )
+
+    for name in GENERATOR_COUNTERS.values():
+        metrics[f"generate/{name}"] = sum(per_class[name] for per_class in counters.values())
+    for env_class, per_class in counters.items():
+        metrics.update({f"environment/{env_class}/{name}": value for name, value in per_class.items()})
+    for env_class, episodes in env_episodes.items():
+        aggregated = aggregate_for_environment(env_class, episodes)
+        metrics.update({f"environment/{env_class}/{key}": value for key, value in aggregated.items()})
+    return metrics

@@ -1,0 +1,298 @@
+"""`HFInferenceEngine`: the transformers backend, batching the requests of many concurrent agent loops.
+
+Agent loops call `await engine.generate(...)` concurrently and at staggered times. Each call puts its prompts on
+an inbox and awaits one future per prompt. A dedicated scheduler thread runs the torch work (torch releases the
+GIL, so the event loop, env threads and tool servers keep running meanwhile): it moves the inbox into a
+`ContinuousBatcher`, which prefills newcomers and advances every running sequence one token per shared forward
+pass, and it resolves each future through its event loop's `call_soon_threadsafe` when that prompt finishes.
+
+Sharing weights with the trainer (colocated mode): the engine holds the very module the trainer optimises (a plain
+transformers model or a peft `PeftModel`, whose active adapter is then used); it never copies parameters, so there
+is no weight sync step and generation always uses the current weights. The two take turns: while the engine has
+work it puts the module in eval mode and runs every forward under `torch.no_grad()` on its own thread, and when
+the batch drains it restores the module's previous train/eval mode. The trainer must not update the weights while
+a generation is in flight; `await engine.sleep()` waits for the in-flight requests to finish and then refuses new
+ones until `await engine.wake_up()`, which makes that hand-over explicit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import threading
+
+import torch
+from transformers import DynamicCache
+
+from skyrl_train.inference_engines.base import (
+    InferenceEngineInput,
+    InferenceEngineInterface,
+    InferenceEngineOutput,
+    SamplingParams,
+)
+from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request
+
+
+class HFInferenceEngine(InferenceEngineInterface):
+    """Continuous-batching inference over an already-loaded causal LM (see the module docstring).
+
+    Args:
+        model: a transformers causal LM or a peft `PeftModel` wrapping one; shared, never copied. Full-attention
+            decoders only (Llama, Qwen2, Mistral without a sliding window, ...).
+        tokenizer: its tokenizer (chat template for `prompts`, decoding, stop strings).
+        max_num_seqs: most sequences decoded together in one forward pass.
+        max_prefill_tokens: most padded prompt tokens prefilled by one forward pass (a longer prompt goes alone).
+        seed: seed of the engine generator, used by requests without their own `seed`; None draws a random one.
+
+    `SamplingParams.additional_kwargs` understood here: `ignore_eos` (bool: keep generating after EOS, until
+    `max_generate_length` or a stop string). Other keys are meant for other backends and are ignored.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        max_num_seqs: int = 64,
+        max_prefill_tokens: int = 8192,
+        seed: int | None = None,
+    ):
+        if max_num_seqs < 1 or max_prefill_tokens < 1:
+            raise ValueError("max_num_seqs and max_prefill_tokens must be >= 1")
+        config = model.config
+        probe = DynamicCache(config=config)
+        if any(probe.is_sliding) or any(probe.is_linear):
+            raise NotImplementedError(
+                f"HFInferenceEngine supports full-attention decoders only; {type(model).__name__} has sliding-window "
+                "or linear-attention layers"
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_positions: int | None = getattr(config, "max_position_embeddings", None)
+        self.vocab_size: int = model.get_input_embeddings().num_embeddings
+        generator = torch.Generator()
+        if seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(seed)
+        self._batcher = ContinuousBatcher(
+            model,
+            tokenizer,
+            eos_token_ids=_eos_token_ids(model, tokenizer),
+            pad_token_id=_pad_token_id(tokenizer),
+            max_num_seqs=max_num_seqs,
+            max_prefill_tokens=max_prefill_tokens,
+            generator=generator,
+        )
+        self._cond = threading.Condition()
+        self._inbox: list[Request] = []
+        self._abort_requested = False
+        self._stopping = False
+        self._asleep = False
+        self._idle = True
+        self._dead: BaseException | None = None
+        self._thread = threading.Thread(target=self._serve, name="HFInferenceEngine-scheduler", daemon=True)
+        self._thread.start()
+
+    @property
+    def stats(self) -> EngineStats:
+        """A snapshot of the work counters (forward passes, largest decode batch, tokens, finished requests)."""
+        return dataclasses.replace(self._batcher.stats)
+
+    async def generate(self, input_batch: InferenceEngineInput) -> InferenceEngineOutput:
+        params = input_batch.get("sampling_params") or SamplingParams()
+        prompts = self._prompt_token_ids(input_batch)
+        loop = asyncio.get_running_loop()
+        futures, requests = [], []
+        for prompt_ids in prompts:
+            future = loop.create_future()
+            request = self._new_request(prompt_ids, params, functools.partial(_deliver, loop, future))
+            future.add_done_callback(functools.partial(self._on_future_done, request))
+            futures.append(future)
+            requests.append(request)
+        self._submit(requests)
+        try:
+            await asyncio.gather(*futures)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        return InferenceEngineOutput(
+            responses=[self._response_text(r) for r in requests],
+            response_ids=[r.response_ids for r in requests],
+            stop_reasons=[r.stop_reason for r in requests],
+            response_logprobs=None if params.logprobs is None else [r.logprobs for r in requests],
+        )
+
+    async def abort_generation(self) -> None:
+        """Finish every in-flight and queued request now with stop reason "abort" and the tokens so far."""
+        with self._cond:
+            self._abort_requested = True
+            self._cond.notify_all()
+
+    async def sleep(self) -> None:
+        """Wait until no request is in flight, then refuse new ones until `wake_up` (the trainer's turn). The KV
+        cache is already freed whenever the batch is empty, so there is nothing else to release."""
+        await asyncio.to_thread(self._wait_idle_and_sleep)
+
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        with self._cond:
+            self._asleep = False
+
+    async def teardown(self) -> None:
+        """Stop the scheduler thread; requests still queued or running fail with RuntimeError."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        await asyncio.to_thread(self._thread.join)
+
+    # -- caller side ----------------------------------------------------------------------------------------------
+
+    def _prompt_token_ids(self, input_batch: InferenceEngineInput) -> list[list[int]]:
+        token_ids, conversations = input_batch.get("prompt_token_ids"), input_batch.get("prompts")
+        if (token_ids is None) == (conversations is None):
+            raise ValueError("exactly one of prompt_token_ids and prompts must be given")
+        if conversations is not None:
+            token_ids = [
+                list(
+                    self.tokenizer.apply_chat_template(
+                        conversation, add_generation_prompt=True, tokenize=True, return_dict=True
+                    )["input_ids"]
+                )
+                for conversation in conversations
+            ]
+        # Checked here so that one bad prompt fails its own call, not the whole running batch.
+        for ids in token_ids:
+            if not ids:
+                raise ValueError("empty prompt: at least one prompt token is needed")
+            if min(ids) < 0 or max(ids) >= self.vocab_size:
+                raise ValueError(f"prompt token ids must be in [0, {self.vocab_size})")
+            if self.max_positions is not None and len(ids) >= self.max_positions:
+                raise ValueError(
+                    f"prompt of {len(ids)} tokens leaves no room in the {self.max_positions}-token context"
+                )
+        return [list(ids) for ids in token_ids]
+
+    def _new_request(self, prompt_ids: list[int], params: SamplingParams, on_finish) -> Request:
+        max_new_tokens = params.max_generate_length
+        if self.max_positions is not None:
+            max_new_tokens = min(max_new_tokens, self.max_positions - len(prompt_ids))
+        generator = None
+        if params.seed is not None:
+            generator = torch.Generator()
+            generator.manual_seed(params.seed)
+        return Request(
+            prompt_ids=prompt_ids,
+            params=params,
+            max_new_tokens=max_new_tokens,
+            on_finish=on_finish,
+            generator=generator,
+            ignore_eos=bool(params.additional_kwargs.get("ignore_eos", False)),
+        )
+
+    def _submit(self, requests: list[Request]) -> None:
+        with self._cond:
+            if self._dead is not None:
+                raise RuntimeError("the HFInferenceEngine scheduler thread died") from self._dead
+            if self._stopping:
+                raise RuntimeError("HFInferenceEngine was torn down")
+            if self._asleep:
+                raise RuntimeError("HFInferenceEngine is asleep (the trainer's turn); call wake_up() first")
+            self._inbox.extend(requests)
+            self._cond.notify_all()
+
+    def _on_future_done(self, request: Request, future: asyncio.Future) -> None:
+        if future.cancelled():
+            request.cancelled = True
+            self._batcher.cancel_pending = True
+
+    def _response_text(self, request: Request) -> str:
+        text = self.tokenizer.decode(request.response_ids, skip_special_tokens=True)
+        if request.matched_stop is not None:
+            # The token that completed the stop string may carry text after it; the response ends at the stop string.
+            end = text.find(request.matched_stop)
+            if end >= 0:
+                text = text[: end + len(request.matched_stop)]
+        return text
+
+    def _wait_idle_and_sleep(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: (self._idle and not self._inbox) or self._stopping or self._dead is not None)
+            self._asleep = True
+
+    # -- scheduler thread -----------------------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        batcher = self._batcher
+        restore_training: bool | None = None
+        try:
+            while True:
+                with self._cond:
+                    if not (self._inbox or self._abort_requested or self._stopping or batcher.has_work()):
+                        if restore_training is not None:
+                            self.model.train(restore_training)
+                            restore_training = None
+                        self._idle = True
+                        self._cond.notify_all()
+                        self._cond.wait_for(lambda: self._inbox or self._abort_requested or self._stopping)
+                    if self._stopping:
+                        break
+                    incoming, self._inbox = self._inbox, []
+                    abort, self._abort_requested = self._abort_requested, False
+                    self._idle = False
+                if restore_training is None:
+                    restore_training = self.model.training
+                    self.model.eval()
+                batcher.submit(incoming)
+                try:
+                    if abort:
+                        batcher.abort_all()
+                    with torch.no_grad():
+                        batcher.step()
+                except Exception as error:  # a failed step fails its requests, not the engine
+                    batcher.fail_all(error)
+            batcher.fail_all(RuntimeError("HFInferenceEngine was torn down"))
+        except BaseException as error:
+            with self._cond:
+                self._dead = error
+                batcher.submit(self._inbox)
+                self._inbox = []
+                self._cond.notify_all()
+            batcher.fail_all(RuntimeError(f"the HFInferenceEngine scheduler thread died: {error!r}"))
+            raise
+        finally:
+            if restore_training is not None:
+                self.model.train(restore_training)
+
+
+def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future, request: Request, error: BaseException | None):
+    """Resolve `future` on its own event loop (called from the scheduler thread)."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+        loop.call_soon_threadsafe(_settle, future, error)
+
+
+def _settle(future: asyncio.Future, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+def _eos_token_ids(model: torch.nn.Module, tokenizer) -> set[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), tokenizer):
+        eos = getattr(source, "eos_token_id", None)
+        if eos is not None:
+            ids.update(eos if isinstance(eos, list | tuple) else [eos])
+    return ids
+
+
+def _pad_token_id(tokenizer) -> int:
+    # Padding positions are masked out, so any valid id works; fall back to eos, then 0.
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if candidate is not None:
+            return candidate
+    return 0

@@ -1,0 +1,192 @@
+"""KV storage of the running batch: preallocated, left-padded, rows joining and leaving between decode steps.
+
+Layout: per layer one key and one value tensor of shape [row_capacity, kv_heads, col_capacity, head_dim]. All live
+rows write their next token at the same column `width`; row r's real tokens are columns [start[r], width), the
+columns before start[r] are padding that the attention mask hides. So a decode step is one forward over
+`rows` x 1 tokens against the views [:rows, :, :width + 1], with position id `width - start[r]` per row.
+
+Why not transformers' DynamicCache for decoding: it concatenates the whole cache with each new token, i.e. copies
+every layer's KV once per generated token. Here a step writes one column in place, and copies happen only when the
+shape changes: a row leaving moves one surviving row into its slot; a row joining copies its prefilled KV in; the
+tensors are reallocated (with headroom, so amortised O(1) per token) only when rows or columns run out, and that
+reallocation also drops the padding columns no live row needs any more.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin
+
+_COLUMN_ALIGN = 64
+
+
+class KVBuffer:
+    """The running batch's KV cache (see the module docstring). Not thread-safe: one scheduler thread owns it."""
+
+    def __init__(self, max_rows: int):
+        self.max_rows = max_rows
+        self.rows = 0
+        """Live rows; row i of every tensor belongs to the i-th running sequence."""
+        self.width = 0
+        """Columns in use; the next token of every row is written at this column."""
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.start = torch.zeros(0, dtype=torch.long)
+        """[row_capacity] first real column of each row."""
+        self.cache = _BufferCache(self)
+        """The object to pass as `past_key_values` for a decode step (it writes column `width` of each layer)."""
+
+    @property
+    def row_capacity(self) -> int:
+        return self.keys[0].shape[0] if self.keys else 0
+
+    @property
+    def col_capacity(self) -> int:
+        return self.keys[0].shape[2] if self.keys else 0
+
+    def attention_mask(self) -> torch.Tensor:
+        """[rows, width + 1] 1 on real tokens, for a decode step (the last column is the token being fed)."""
+        columns = torch.arange(self.width + 1)
+        return (columns[None, :] >= self.start[: self.rows, None]).long()
+
+    def positions(self) -> torch.Tensor:
+        """[rows, 1] position id of the token each row feeds next (= its number of real tokens so far)."""
+        return (self.width - self.start[: self.rows])[:, None]
+
+    def add_rows(self, layer_kv: list[tuple[torch.Tensor, torch.Tensor]], lengths: list[int]) -> None:
+        """Append rows prefilled together: per layer (keys, values) [n, heads, group_len, dim], row i left-padded
+        with its `lengths[i]` real tokens at the end. They take rows [rows, rows + n)."""
+        n, group_len = len(lengths), layer_kv[0][0].shape[2]
+        if (
+            not self.keys
+            or self.rows + n > self.row_capacity
+            or group_len > self.width
+            or self.width + 1 > self.col_capacity
+        ):
+            self._relayout(layer_kv, rows_needed=self.rows + n, min_width=group_len)
+        first, last = self.rows, self.rows + n
+        columns = slice(self.width - group_len, self.width)
+        for layer, (k, v) in enumerate(layer_kv):
+            self.keys[layer][first:last, :, columns] = k
+            self.values[layer][first:last, :, columns] = v
+        self.start[first:last] = self.width - torch.tensor(lengths, dtype=torch.long)
+        self.rows = last
+
+    def reserve_step(self) -> None:
+        """Make room for one more column (call before each decode step)."""
+        if self.width + 1 > self.col_capacity:
+            self._relayout(None, rows_needed=self.rows, min_width=0)
+
+    def write(self, layer: int, key_states: torch.Tensor, value_states: torch.Tensor):
+        """Store a decode step's new KV at column `width` and return the layer's live views (keys, values)."""
+        end = self.width + key_states.shape[2]
+        keys, values = self.keys[layer], self.values[layer]
+        keys[: self.rows, :, self.width : end] = key_states
+        values[: self.rows, :, self.width : end] = value_states
+        return keys[: self.rows, :, :end], values[: self.rows, :, :end]
+
+    def advance(self) -> None:
+        """Account for the column written by the decode step that just ran."""
+        self.width += 1
+
+    def move_rows(self, holes: torch.Tensor, sources: torch.Tensor, rows: int) -> None:
+        """Copy rows `sources` into rows `holes` and keep the first `rows` rows (see `compaction_plan`)."""
+        if rows == 0:
+            self.release()
+            return
+        if len(holes):
+            for tensor in (*self.keys, *self.values):
+                live = tensor[:, :, : self.width]
+                live[holes] = live[sources]
+            self.start[holes] = self.start[sources]
+        self.rows = rows
+
+    def release(self) -> None:
+        """Drop all storage (the batch is empty)."""
+        self.keys, self.values = [], []
+        self.start = torch.zeros(0, dtype=torch.long)
+        self.rows = self.width = 0
+
+    def _relayout(self, like: list[tuple[torch.Tensor, torch.Tensor]] | None, rows_needed: int, min_width: int):
+        """Reallocate with headroom, moving live columns to the front and right-aligning them at the new width."""
+        oldest = int(self.start[: self.rows].min()) if self.rows else self.width
+        live_width = self.width - oldest
+        width = max(live_width, min_width)
+        offset = width - live_width
+        row_capacity = max(rows_needed, min(self.max_rows, 2 * self.row_capacity))
+        col_capacity = -(-max(width + _COLUMN_ALIGN, width * 3 // 2) // _COLUMN_ALIGN) * _COLUMN_ALIGN
+
+        def fresh(like_tensor: torch.Tensor) -> torch.Tensor:
+            # Zeros, not empty: padding columns are masked, but must hold finite numbers, because a masked attention
+            # weight is exactly 0 and 0 * NaN would still poison the row.
+            heads, dim = like_tensor.shape[1], like_tensor.shape[3]
+            return torch.zeros(
+                row_capacity, heads, col_capacity, dim, dtype=like_tensor.dtype, device=like_tensor.device
+            )
+
+        keys = [fresh(k) for k in self.keys] if self.keys else [fresh(k) for k, _ in like]
+        values = [fresh(v) for v in self.values] if self.values else [fresh(v) for _, v in like]
+        for new, old in zip(keys + values, self.keys + self.values, strict=False):
+            new[: self.rows, :, offset:width] = old[: self.rows, :, oldest : self.width]
+        self.keys, self.values = keys, values
+        start = torch.zeros(row_capacity, dtype=torch.long)
+        start[: self.rows] = self.start[: self.rows] - oldest + offset
+        self.start = start
+        self.width = width
+
+
+def compaction_plan(rows: int, removed: list[int]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """How to close the gaps left by `removed` rows without moving the others: each removed row below the new row
+    count is filled by one surviving row from above it. Returns (holes, sources, new_rows); the same plan is applied
+    to every per-row tensor so that row i keeps meaning the same sequence everywhere."""
+    gone = set(removed)
+    new_rows = rows - len(gone)
+    holes = [r for r in sorted(gone) if r < new_rows]
+    sources = [r for r in range(new_rows, rows) if r not in gone]
+    return torch.tensor(holes, dtype=torch.long), torch.tensor(sources, dtype=torch.long), new_rows
+
+
+class _BufferLayer(CacheLayerMixin):
+    """One layer of `_BufferCache`: forwards transformers' cache calls to the shared `KVBuffer`."""
+
+    is_sliding = False
+
+    def __init__(self, buffer: KVBuffer, index: int):
+        super().__init__()
+        self.buffer, self.index = buffer, index
+        self.is_initialized = True
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        return None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        return self.buffer.write(self.index, key_states, value_states)
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.buffer.width + query_length, 0
+
+    def get_seq_length(self) -> int:
+        return self.buffer.width
+
+    def get_max_length(self) -> int:
+        return -1
+
+
+class _BufferCache(Cache):
+    """A transformers `Cache` view of a `KVBuffer`; its layers are created on first use (the buffer learns the
+    layer count from the first prefill)."""
+
+    def __init__(self, buffer: KVBuffer):
+        self.buffer = buffer
+        super().__init__(layers=[])
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        while len(self.layers) <= layer_idx:
+            self.layers.append(_BufferLayer(self.buffer, len(self.layers)))
+        return self.layers[layer_idx].update(key_states, value_states)
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.buffer.width
+
+    def get_mask_sizes(self, query_length: int, layer_idx: int) -> tuple[int, int]:
+        return self.buffer.width + query_length, 0

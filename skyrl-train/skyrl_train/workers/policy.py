@@ -1,0 +1,240 @@
+"""``PolicyWorker``: the trained policy (LoRA or full fine-tuning), its PPO loss and health metrics.
+
+Loss of one mini-batch, every term reduced with the mini-batch's normaliser ``Z`` (``loss_reduction``)::
+
+    final_loss = policy_loss + kl_loss_coef · policy_kl − entropy_loss_coef · policy_entropy
+
+``policy_kl`` is ``compute_approx_kl(logp, base_action_log_probs, kl_estimator_type)`` and enters the loss only
+with ``use_kl_loss``; ``policy_entropy`` enters it only with ``use_entropy_loss``. Both are reported whenever
+they can be computed.
+
+Metrics of ``ppo_train`` (prefix ``policy/``), averaged over the update's optimizer steps unless noted:
+
+- upstream status keys: ``final_loss``, ``policy_loss``, ``policy_entropy``, ``policy_kl`` (KL to the reference,
+  when ``base_action_log_probs`` is in the batch), ``response_length`` (mean response tokens per row),
+  ``policy_lr``, ``grad_norm`` (before clipping), ``loss_metrics/<k>`` (the policy loss's own metrics, e.g.
+  ``clip_ratio``, ``clip_frac_low``, ``clip_frac_high``, ``ppo_kl``, as masked-token means);
+- importance ratio ``exp(logp − logp_old)`` per loss-masked token, whatever the loss type: ``ratio_mean``,
+  ``ratio_std`` (per step, population std), ``ratio_min``, ``ratio_max`` (over the whole update);
+- ``approx_kl_old``: masked-token mean of the ``k3`` estimate of the KL between the current and the old policy;
+- counts over the update: ``skipped_steps`` (non-finite gradient norm), ``empty_loss_mask_skips``;
+- ``degenerate_update``: 1.0 if the policy never moved (below), else 0.0;
+- ``rollout_train_logprobs_abs_diff_mean`` / ``_std``: ``|rollout_logprobs − action_log_probs|`` on loss-masked
+  tokens, when the batch carries rollout logprobs (engine vs trainer mismatch; should be ~0).
+
+Degenerate update. On the first mini-batch of the first epoch of on-policy PPO the old logprobs come from the
+very same weights, so every ratio is exactly 1: that is expected. After an optimizer step that really changed the
+weights (finite gradient, learning rate > 0), later mini-batches must see ratios ≠ 1. So an update is degenerate
+when at least one forward pass ran after such a step and yet every importance ratio of the whole update (all
+epochs and mini-batches) was identical (ratio std exactly 0, i.e. ``ratio_min == ratio_max``). Typical causes: the
+old logprobs are recomputed inside the update, the optimizer holds other parameters than the forward uses, or the
+learning rate is too small to change a float32 logit. It is logged as a warning.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from skyrl_train.algorithms import PolicyLossRegistry, compute_approx_kl, compute_loss_normalizer, reduce_loss
+from skyrl_train.algorithms.policy_losses import LOG_RATIO_CLAMP
+from skyrl_train.models import load_causal_lm
+from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.workers.forward import batched_response_logprobs, response_logprobs
+from skyrl_train.workers.metrics import rollout_train_logprob_diff
+from skyrl_train.workers.trainable import (
+    MiniBatchInfo,
+    TrainableWorker,
+    apply_lora,
+    cfg_get,
+    enable_gradient_checkpointing,
+)
+
+__all__ = ["PolicyWorker"]
+
+logger = logging.getLogger(__name__)
+
+
+class PolicyWorker(TrainableWorker):
+    """The policy on one process: old-logprob forward passes, PPO updates, checkpoints and HF export.
+
+    Args:
+        policy_config: ``trainer.policy`` (``model.path``, ``model.lora.*``, ``optimizer_config.*``,
+            ``model_config_kwargs``). LoRA when ``model.lora.rank > 0`` (only adapter weights train), else full
+            fine-tuning.
+        algorithm_config: ``trainer.algorithm`` (``policy_loss_type``, ``loss_reduction``, ``max_seq_len``,
+            ``use_kl_loss``, ``kl_loss_coef``, ``kl_estimator_type``, ``use_entropy_loss``,
+            ``entropy_loss_coef``, clip settings read by the loss).
+        temperature: ``generator.sampling_params.temperature``; logits are divided by it (0 counts as 1).
+        num_training_steps: optimizer steps of the whole run, for schedulers that decay (upstream: total steps ×
+            mini-batches per batch × update epochs).
+        gradient_checkpointing, gradient_checkpointing_use_reentrant: ``trainer.gradient_checkpointing*``.
+    """
+
+    metric_prefix = "policy/"
+    lr_metric = "policy_lr"
+
+    def __init__(
+        self,
+        policy_config: Any,
+        algorithm_config: Any,
+        *,
+        temperature: float = 1.0,
+        num_training_steps: int | None = None,
+        gradient_checkpointing: bool = False,
+        gradient_checkpointing_use_reentrant: bool = False,
+        dtype: str | torch.dtype = "float32",
+        device: str | torch.device = "cpu",
+    ):
+        model_path = cfg_get(policy_config, "model.path")
+        if not model_path:
+            raise ValueError("trainer.policy.model.path is not set")
+        model = load_causal_lm(model_path, dtype, device, **dict(cfg_get(policy_config, "model_config_kwargs", {})))
+        if gradient_checkpointing:
+            enable_gradient_checkpointing(model, gradient_checkpointing_use_reentrant)
+        self.uses_lora = int(cfg_get(policy_config, "model.lora.rank", 0)) > 0
+        if self.uses_lora:
+            model = apply_lora(model, cfg_get(policy_config, "model.lora"), task_type="CAUSAL_LM")
+        super().__init__(model, model_path, cfg_get(policy_config, "optimizer_config"), num_training_steps)
+        self.algorithm_config = algorithm_config
+        self.temperature = temperature
+        self.policy_loss_fn = PolicyLossRegistry.get(cfg_get(algorithm_config, "policy_loss_type", "regular"))
+        self.loss_reduction = cfg_get(algorithm_config, "loss_reduction", "token_mean")
+        self.max_seq_len = cfg_get(algorithm_config, "max_seq_len")
+        self.use_kl_loss = bool(cfg_get(algorithm_config, "use_kl_loss", True))
+        self.kl_loss_coef = float(cfg_get(algorithm_config, "kl_loss_coef", 0.001))
+        self.kl_estimator_type = cfg_get(algorithm_config, "kl_estimator_type", "k3")
+        self.use_entropy_loss = bool(cfg_get(algorithm_config, "use_entropy_loss", False))
+        self.entropy_loss_coef = float(cfg_get(algorithm_config, "entropy_loss_coef", 0.01))
+
+    def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
+        """Logprobs ``[B, R]`` of the response tokens under the current weights (no grad, eval mode): the "old"
+        logprobs (``action_log_probs``) of a PPO update."""
+        return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature)
+
+    # ----------------------------------------------------------------------------------------- loss
+
+    def _loss_normalizer(self, loss_mask: torch.Tensor) -> float:
+        return compute_loss_normalizer(loss_mask, self.loss_reduction, self.max_seq_len)
+
+    def _reduce(self, per_token: torch.Tensor, loss_mask: torch.Tensor, info: MiniBatchInfo) -> torch.Tensor:
+        return reduce_loss(per_token, loss_mask, self.loss_reduction, normalizer=info.loss_normalizer)
+
+    def _micro_batch_loss(
+        self, micro_batch: TrainingInputBatch, info: MiniBatchInfo
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        loss_mask = micro_batch["loss_mask"]
+        old_logprobs = micro_batch["action_log_probs"]
+        logprobs, entropy = response_logprobs(
+            self.model,
+            micro_batch["sequences"],
+            micro_batch["attention_mask"],
+            loss_mask.shape[1],
+            self.temperature,
+            with_entropy=True,
+            entropy_grad=self.use_entropy_loss,
+        )
+        per_token_loss, loss_metrics = self.policy_loss_fn(
+            logprobs,
+            old_logprobs,
+            micro_batch["advantages"],
+            loss_mask=loss_mask,
+            config=self.algorithm_config,
+            rollout_logprobs=micro_batch.get("rollout_logprobs"),
+        )
+        policy_loss = self._reduce(per_token_loss, loss_mask, info)
+        entropy_term = self._reduce(entropy, loss_mask, info)
+        loss = policy_loss - self.entropy_loss_coef * entropy_term if self.use_entropy_loss else policy_loss
+        metrics = {
+            "policy_loss": policy_loss.item(),
+            "policy_entropy": entropy_term.item(),
+            "response_length": float(micro_batch["response_mask"].sum()) / info.num_rows,
+        }
+        ref_logprobs = micro_batch.get("base_action_log_probs")
+        if ref_logprobs is not None:
+            kl_input = logprobs if self.use_kl_loss else logprobs.detach()
+            kl = self._reduce(
+                compute_approx_kl(kl_input, ref_logprobs, loss_mask, self.kl_estimator_type), loss_mask, info
+            )
+            if self.use_kl_loss:
+                loss = loss + self.kl_loss_coef * kl
+            metrics["policy_kl"] = kl.item()
+        elif self.use_kl_loss:
+            raise KeyError("use_kl_loss is set but the batch has no base_action_log_probs (ref logprobs)")
+        metrics["final_loss"] = loss.item()
+        metrics.update(_health_metrics(logprobs.detach(), old_logprobs, loss_mask, loss_metrics, info))
+        return loss, metrics
+
+    def _finalize_step_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
+        if "ratio_sq_dev_mean" in metrics:
+            # Var(r) = E[(r − 1)²] − (E[r] − 1)²: centred on 1, so on-policy ratios give exactly 0.
+            sq_dev_mean = metrics.pop("ratio_sq_dev_mean")
+            metrics["ratio_std"] = math.sqrt(max(sq_dev_mean - (metrics["ratio_mean"] - 1.0) ** 2, 0.0))
+        return metrics
+
+    def _update_metrics(
+        self, batch: TrainingInputBatch, steps: list[tuple[dict[str, float], bool]]
+    ) -> dict[str, float]:
+        metrics = {"degenerate_update": float(_is_degenerate(steps))}
+        if metrics["degenerate_update"]:
+            logger.warning(
+                "DEGENERATE POLICY UPDATE: every importance ratio of this update was identical although the "
+                "weights were stepped with lr > 0 before later forward passes; the policy never moved. Check that "
+                "the old logprobs come from the pre-update weights, that the optimizer holds the parameters the "
+                "forward uses, and the learning rate."
+            )
+        rollout_logprobs = batch.get("rollout_logprobs")
+        if rollout_logprobs is not None:
+            metrics.update(rollout_train_logprob_diff(rollout_logprobs, batch["action_log_probs"], batch["loss_mask"]))
+        return metrics
+
+    # ----------------------------------------------------------------------------------------- export
+
+    def export_hf(self, folder: str | Path) -> None:
+        """Save a plain transformers model (LoRA merged into a copy of the weights) plus the tokenizer."""
+        model = copy.deepcopy(self.model).merge_and_unload() if self.uses_lora else self.model
+        model.save_pretrained(folder)
+        self._tokenizer().save_pretrained(folder)
+
+
+@torch.no_grad()
+def _health_metrics(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    loss_mask: torch.Tensor,
+    loss_metrics: dict[str, float],
+    info: MiniBatchInfo,
+) -> dict[str, float]:
+    """Additive contributions of one micro-batch to the step's ratio / KL statistics (see module docstring)."""
+    valid = loss_mask > 0
+    num_valid = int(valid.sum())
+    if num_valid == 0:
+        return {}
+    log_ratio = (logprobs - old_logprobs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    ratio = log_ratio[valid].double().exp()
+    weight = num_valid / info.num_tokens
+    metrics = {
+        "ratio_mean": ratio.sum().item() / info.num_tokens,
+        "ratio_sq_dev_mean": (ratio - 1.0).square().sum().item() / info.num_tokens,
+        "ratio_min": ratio.min().item(),
+        "ratio_max": ratio.max().item(),
+        "approx_kl_old": compute_approx_kl(logprobs, old_logprobs, loss_mask, "k3").sum().item() / info.num_tokens,
+    }
+    for key, value in loss_metrics.items():
+        metrics[f"loss_metrics/{key}"] = value if key.endswith(("_min", "_max")) else value * weight
+    return metrics
+
+
+def _is_degenerate(steps: list[tuple[dict[str, float], bool]]) -> bool:
+    """True if a forward pass ran after a weight-changing step and all ratios of the update were identical."""
+    first_change = next((i for i, (_, changed) in enumerate(steps) if changed), None)
+    if first_change is None or first_change == len(steps) - 1:
+        return False
+    lows = [metrics["ratio_min"] for metrics, _ in steps if "ratio_min" in metrics]
+    highs = [metrics["ratio_max"] for metrics, _ in steps if "ratio_max" in metrics]
+    return bool(lows) and min(lows) == max(highs)

@@ -1,0 +1,86 @@
+"""``RefWorker``: reference-model logprobs (``base_action_log_probs``) for the KL term.
+
+With a LoRA policy the reference is the policy's own module with the adapter switched off (peft's
+``disable_adapter``): the frozen base weights *are* the reference, so no second copy is loaded. Without LoRA the
+reference is a separate frozen model loaded from ``trainer.ref.model.path``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from torch import nn
+
+from skyrl_train.models import load_causal_lm
+from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.workers.forward import batched_response_logprobs
+from skyrl_train.workers.policy import PolicyWorker
+from skyrl_train.workers.trainable import cfg_get
+
+__all__ = ["RefWorker"]
+
+
+class RefWorker:
+    """Logprobs of a frozen reference model. Build it with ``for_policy`` (the usual way), ``from_pretrained``
+    or ``sharing_policy``."""
+
+    def __init__(self, model: nn.Module, temperature: float = 1.0, *, disable_adapter: bool = False):
+        self.model = model
+        self.temperature = temperature
+        self.disable_adapter = disable_adapter
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_path: str,
+        *,
+        temperature: float = 1.0,
+        dtype: str | torch.dtype = "float32",
+        device: str | torch.device = "cpu",
+        model_config_kwargs: dict[str, Any] | None = None,
+    ) -> RefWorker:
+        """A separate frozen copy of ``model_path``."""
+        model = load_causal_lm(model_path, dtype, device, **dict(model_config_kwargs or {}))
+        model.requires_grad_(False)
+        return cls(model.eval(), temperature)
+
+    @classmethod
+    def sharing_policy(cls, policy: PolicyWorker) -> RefWorker:
+        """The LoRA policy's module with its adapter disabled during reference forward passes."""
+        if not policy.uses_lora:
+            raise ValueError("sharing_policy needs a LoRA policy; without LoRA the policy's weights change")
+        return cls(policy.model, policy.temperature, disable_adapter=True)
+
+    @classmethod
+    def for_policy(cls, policy: PolicyWorker, ref_config: Any) -> RefWorker:
+        """``sharing_policy`` for a LoRA policy, else ``from_pretrained(ref.model.path)`` (the policy's path if
+        unset), with the policy's temperature, dtype and device.
+
+        Raises:
+            ValueError: LoRA with a ``ref.model.path`` other than the policy's (the disabled-adapter reference is
+                the policy's base model, so another reference cannot be honoured).
+        """
+        ref_path = cfg_get(ref_config, "model.path") or policy.model_path
+        if policy.uses_lora:
+            if str(ref_path) != str(policy.model_path):
+                raise ValueError(
+                    f"with LoRA the reference is the policy's base model {policy.model_path!r}; "
+                    f"trainer.ref.model.path={ref_path!r} differs"
+                )
+            return cls.sharing_policy(policy)
+        param = next(policy.model.parameters())
+        return cls.from_pretrained(
+            ref_path,
+            temperature=policy.temperature,
+            dtype=param.dtype,
+            device=param.device,
+            model_config_kwargs=cfg_get(ref_config, "model_config_kwargs"),
+        )
+
+    def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
+        """Reference logprobs ``[B, R]`` of the response tokens (no grad)."""
+        context = self.model.disable_adapter() if self.disable_adapter else contextlib.nullcontext()
+        with context:
+            return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature)

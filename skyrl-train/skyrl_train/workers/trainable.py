@@ -1,0 +1,300 @@
+"""What the policy and the critic workers share: model set-up, the optimizer, the PPO update loop, checkpoints.
+
+The update loop (``ppo_train``) follows upstream SkyRL: for each epoch, contiguous mini-batches (no shuffle);
+per mini-batch, ``forward_backward`` over micro-batches and one ``optim_step``. Unlike upstream v0.4, the loss
+normaliser is computed once per mini-batch and the micro-batch losses are *summed* (see
+``skyrl_train.algorithms.reductions``), so the gradient does not depend on the micro-batch size and
+``optim_step`` does not rescale it.
+
+Checkpoint folder layout (one folder per model, e.g. ``global_step_N/policy/``)::
+
+    model.safetensors   trainable parameters by name (all weights for full fine-tuning; LoRA adapter weights
+                        (+ value head) otherwise: the frozen base is rebuilt from the model path)
+    optimizer.pt        AdamW state_dict
+    extra_state.pt      {"scheduler": LR scheduler state_dict, "rng": torch / cuda / python / numpy RNG states}
+    huggingface/        model config and tokenizer
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from skyrl_train.algorithms.utils import config_value
+from skyrl_train.models import load_tokenizer
+from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.workers.metrics import aggregate_step_metrics, combine_micro_metrics
+
+__all__ = ["MiniBatchInfo", "TrainableWorker", "apply_lora", "cfg_get", "enable_gradient_checkpointing"]
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "model.safetensors"
+OPTIMIZER_FILE = "optimizer.pt"
+EXTRA_STATE_FILE = "extra_state.pt"
+HF_DIR = "huggingface"
+
+
+def cfg_get(config: Any, dotted_key: str, default: Any = None) -> Any:
+    """``config.a.b.c`` for ``"a.b.c"`` on dataclasses, mappings or OmegaConf nodes; ``default`` if any part is
+    missing or None."""
+    node = config
+    for part in dotted_key.split("."):
+        node = config_value(node, part, None)
+        if node is None:
+            return default
+    return node
+
+
+def apply_lora(model: nn.Module, lora_config: Any, task_type: str | None) -> nn.Module:
+    """Wrap ``model`` with a fresh peft LoRA adapter from a ``model.lora`` config; only adapter weights train.
+
+    ``init_method: kaiming`` is peft's default init (A Kaiming-uniform, B zero, so the adapted model starts
+    equal to the base); any other value is passed to peft's ``init_lora_weights`` (e.g. ``gaussian``).
+    """
+    from peft import LoraConfig, get_peft_model
+
+    def names(value: Any) -> Any:
+        return value if value is None or isinstance(value, str) else list(value)
+
+    init_method = cfg_get(lora_config, "init_method", "kaiming")
+    peft_config = LoraConfig(
+        r=int(cfg_get(lora_config, "rank")),
+        lora_alpha=cfg_get(lora_config, "alpha", 16),
+        lora_dropout=float(cfg_get(lora_config, "dropout", 0.0)),
+        target_modules=names(cfg_get(lora_config, "target_modules", "all-linear")),
+        exclude_modules=names(cfg_get(lora_config, "exclude_modules")),
+        init_lora_weights=True if init_method == "kaiming" else init_method,
+        task_type=task_type,
+    )
+    return get_peft_model(model, peft_config)
+
+
+def enable_gradient_checkpointing(model: nn.Module, use_reentrant: bool) -> None:
+    """Turn on activation recomputation on a transformers model (call before wrapping it with LoRA).
+
+    Reentrant checkpointing only back-propagates into a segment whose *inputs* require grad; with a frozen
+    embedding (LoRA) they do not, so the embedding output is made to require grad.
+    """
+    kwargs = {"use_reentrant": use_reentrant}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x renamed it
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if use_reentrant:
+        model.enable_input_require_grads()
+
+
+class MiniBatchInfo(NamedTuple):
+    """What every micro-batch of a mini-batch divides by, so that its contributions sum to mini-batch values."""
+
+    loss_normalizer: float
+    """``Z`` of ``compute_loss_normalizer`` for the mini-batch's loss mask."""
+    num_rows: int
+    num_tokens: float
+    """Loss-masked tokens in the mini-batch (at least 1)."""
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: Mapping[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class TrainableWorker:
+    """A model with AdamW and an HF LR scheduler, trained by ``ppo_train``; subclasses define the loss.
+
+    Subclasses implement ``_loss_normalizer`` and ``_micro_batch_loss``. Public methods take and return
+    ``TrainingInputBatch`` objects and flat metric dicts, so a multi-process strategy can drive them per rank.
+    """
+
+    metric_prefix: ClassVar[str]
+    """Prefix of the returned metric names: ``"policy/"`` or ``"critic/"``."""
+    lr_metric: ClassVar[str]
+    """Name of the learning-rate metric (upstream: ``policy_lr`` / ``critic_lr``)."""
+
+    def __init__(self, model: nn.Module, model_path: str, optimizer_config: Any, num_training_steps: int | None):
+        from transformers import get_scheduler
+
+        self.model = model
+        self.model_path = model_path
+        self._trainable = {name: p for name, p in model.named_parameters() if p.requires_grad}
+        if not self._trainable:
+            raise ValueError("the model has no trainable parameters")
+        self._params = list(self._trainable.values())
+        self.optimizer = torch.optim.AdamW(
+            self._params,
+            lr=float(cfg_get(optimizer_config, "lr", 1e-6)),
+            betas=tuple(float(b) for b in cfg_get(optimizer_config, "adam_betas", (0.9, 0.999))),
+            weight_decay=float(cfg_get(optimizer_config, "weight_decay", 1e-2)),
+        )
+        self.scheduler = get_scheduler(
+            cfg_get(optimizer_config, "scheduler", "constant_with_warmup"),
+            self.optimizer,
+            num_warmup_steps=int(cfg_get(optimizer_config, "num_warmup_steps", 0)),
+            num_training_steps=num_training_steps,
+        )
+        self.max_grad_norm = float(cfg_get(optimizer_config, "max_grad_norm", 1.0))
+        self._loaded_tokenizer = None
+
+    # ----------------------------------------------------------------------------------------- subclass hooks
+
+    def _loss_normalizer(self, loss_mask: torch.Tensor) -> float:
+        raise NotImplementedError
+
+    def _micro_batch_loss(
+        self, micro_batch: TrainingInputBatch, info: MiniBatchInfo
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The micro-batch's share of the mini-batch loss and its additive metric contributions."""
+        raise NotImplementedError
+
+    def _finalize_step_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Turn the summed micro-batch metrics of one step into reported values (default: unchanged)."""
+        return metrics
+
+    # ----------------------------------------------------------------------------------------- training
+
+    @property
+    def lr(self) -> float:
+        """The learning rate the next optimizer step will use."""
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def forward_backward(self, mini_batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """Accumulate the gradient of the mini-batch loss, one micro-batch of ``micro_batch_size`` rows at a time.
+
+        Returns the step's metrics (unprefixed): exact mini-batch values whatever the micro-batch size.
+        """
+        self.model.train()
+        loss_mask = mini_batch["loss_mask"]
+        info = MiniBatchInfo(
+            loss_normalizer=self._loss_normalizer(loss_mask),
+            num_rows=mini_batch.batch_size,
+            num_tokens=max(float(loss_mask.sum()), 1.0),
+        )
+        metrics: dict[str, float] = {}
+        for micro_batch in mini_batch.chunk(micro_batch_size):
+            loss, micro_metrics = self._micro_batch_loss(micro_batch, info)
+            loss.backward()
+            combine_micro_metrics(metrics, micro_metrics)
+        return self._finalize_step_metrics(metrics)
+
+    def optim_step(self) -> dict[str, float]:
+        """Clip the accumulated gradient to ``max_grad_norm``, step optimizer and scheduler, zero the gradient.
+
+        A non-finite gradient norm skips the step (optimizer and scheduler untouched) with a warning.
+        Returns ``grad_norm`` (before clipping), the learning rate used (``lr_metric``) and ``skipped_steps``
+        (1 if skipped, else 0).
+        """
+        lr = self.lr
+        max_norm = self.max_grad_norm if self.max_grad_norm > 0 else math.inf
+        grad_norm = float(nn.utils.clip_grad_norm_(self._params, max_norm))
+        skipped = not math.isfinite(grad_norm)
+        if skipped:
+            logger.warning("%s gradient norm is %s: skipping this optimizer step", self.metric_prefix, grad_norm)
+        else:
+            self.optimizer.step()
+            self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm": grad_norm, self.lr_metric: lr, "skipped_steps": float(skipped)}
+
+    def ppo_train(
+        self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int = 1
+    ) -> dict[str, float]:
+        """One PPO update on ``batch``: ``update_epochs`` passes over contiguous mini-batches of
+        ``mini_batch_size`` rows, one optimizer step each.
+
+        A mini-batch whose loss mask is all zero is skipped entirely (no forward, no step: weight decay and the
+        scheduler would still move otherwise), with a warning. Returns metrics prefixed with ``metric_prefix``:
+        step metrics averaged over steps (min / max for ``_min`` / ``_max`` keys), ``skipped_steps`` (optimizer
+        steps skipped for a non-finite gradient) and ``empty_loss_mask_skips`` (mini-batches skipped) as counts.
+        """
+        steps, empty_skips = self._run_update(batch, mini_batch_size, micro_batch_size, update_epochs)
+        metrics = aggregate_step_metrics([step for step, _ in steps])
+        metrics["skipped_steps"] = float(sum(step["skipped_steps"] for step, _ in steps))
+        metrics["empty_loss_mask_skips"] = float(empty_skips)
+        metrics.update(self._update_metrics(batch, steps))
+        return {self.metric_prefix + key: value for key, value in metrics.items()}
+
+    def _run_update(
+        self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int
+    ) -> tuple[list[tuple[dict[str, float], bool]], int]:
+        """The update loop. Returns, per optimizer step, its metrics and whether it changed the weights (finite
+        gradient and a positive learning rate); and the number of mini-batches skipped for an empty loss mask."""
+        steps = []
+        empty_skips = 0
+        for _ in range(update_epochs):
+            for mini_batch in batch.chunk(mini_batch_size):
+                if not mini_batch["loss_mask"].any():
+                    logger.warning(
+                        "%s mini-batch of %d rows has an all-zero loss mask: skipping its update",
+                        self.metric_prefix,
+                        mini_batch.batch_size,
+                    )
+                    empty_skips += 1
+                    continue
+                metrics = self.forward_backward(mini_batch, micro_batch_size)
+                step = self.optim_step()
+                metrics.update(step)
+                steps.append((metrics, not step["skipped_steps"] and step[self.lr_metric] > 0))
+        return steps, empty_skips
+
+    def _update_metrics(
+        self, batch: TrainingInputBatch, steps: list[tuple[dict[str, float], bool]]
+    ) -> dict[str, float]:
+        """Extra update-level metrics (unprefixed); none by default."""
+        return {}
+
+    # ----------------------------------------------------------------------------------------- checkpoints
+
+    def _tokenizer(self):
+        """The model path's tokenizer, loaded on first use (checkpoints and exports carry it)."""
+        if self._loaded_tokenizer is None:
+            self._loaded_tokenizer = load_tokenizer(self.model_path)
+        return self._loaded_tokenizer
+
+    def save_checkpoint(self, folder: str | Path) -> None:
+        """Write trainable weights, optimizer, scheduler and RNG states (layout in the module docstring)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file({name: p.detach().contiguous() for name, p in self._trainable.items()}, str(folder / MODEL_FILE))
+        torch.save(self.optimizer.state_dict(), folder / OPTIMIZER_FILE)
+        torch.save({"scheduler": self.scheduler.state_dict(), "rng": _rng_state()}, folder / EXTRA_STATE_FILE)
+        self.model.config.save_pretrained(folder / HF_DIR)
+        self._tokenizer().save_pretrained(folder / HF_DIR)
+
+    def load_checkpoint(self, folder: str | Path) -> None:
+        """Restore what ``save_checkpoint`` wrote into this worker (built with the same model and config)."""
+        folder = Path(folder)
+        weights = load_file(str(folder / MODEL_FILE))
+        if set(weights) != set(self._trainable):
+            missing = sorted(set(self._trainable) - set(weights))[:5]
+            unexpected = sorted(set(weights) - set(self._trainable))[:5]
+            raise ValueError(
+                f"{folder / MODEL_FILE} does not match this model's trainable parameters "
+                f"(missing e.g. {missing}, unexpected e.g. {unexpected}); was it saved with another LoRA setting?"
+            )
+        with torch.no_grad():
+            for name, param in self._trainable.items():
+                param.copy_(weights[name])
+        self.optimizer.load_state_dict(torch.load(folder / OPTIMIZER_FILE, weights_only=True))
+        extra = torch.load(folder / EXTRA_STATE_FILE, weights_only=False)
+        self.scheduler.load_state_dict(extra["scheduler"])
+        _set_rng_state(extra["rng"])

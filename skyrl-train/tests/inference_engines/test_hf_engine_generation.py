@@ -1,0 +1,194 @@
+"""What HFInferenceEngine generates: tokens, logprobs, stop reasons, sampling, batching (tiny random Llama)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+import torch
+
+from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams, StopReason
+
+PROMPTS = ["Hello", "The capital of France is", "1 2 3 4 5 6 7 8 9 10 11 12", "Once upon a time, in a land far away,"]
+
+
+def token_ids(tokenizer, text: str) -> list[int]:
+    return tokenizer(text).input_ids
+
+
+def greedy(max_tokens: int, **extra) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_generate_length=max_tokens, additional_kwargs=extra)
+
+
+async def generate_one(engine, prompt_ids: list[int], params: SamplingParams) -> dict:
+    output = await engine.generate({"prompt_token_ids": [prompt_ids], "sampling_params": params})
+    return {key: value[0] for key, value in output.items()}
+
+
+async def after_decode_steps(engine, steps: int) -> None:
+    while engine.stats.decode_forward_passes < steps:
+        await asyncio.sleep(0.0005)
+
+
+def full_forward_logprobs(model, prompt_ids: list[int], response_ids: list[int], temperature: float) -> torch.Tensor:
+    """What the trainer computes: one forward over prompt + response, log_softmax(logits / T) at the response."""
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt_ids + response_ids])).logits[0, len(prompt_ids) - 1 : -1]
+    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
+    return logprobs.gather(-1, torch.tensor(response_ids)[:, None]).squeeze(-1)
+
+
+async def test_greedy_output_equals_model_generate_of_each_prompt_alone(engine, model, tiny_tokenizer):
+    prompts = [token_ids(tiny_tokenizer, text) for text in PROMPTS]
+    outputs = await asyncio.gather(*(generate_one(engine, p, greedy(12, ignore_eos=True)) for p in prompts))
+    for prompt, output in zip(prompts, outputs, strict=True):
+        expected = model.generate(torch.tensor([prompt]), max_new_tokens=12, min_new_tokens=12, do_sample=False)
+        assert output["response_ids"] == expected[0, len(prompt) :].tolist()
+    assert engine.stats.max_batch_size >= 2
+
+
+async def test_logprobs_match_a_full_forward_pass_for_requests_joining_a_running_batch(engine, model, tiny_tokenizer):
+    # (prompt, new tokens, decode steps of the running batch before joining): later prompts are longer than the
+    # batch's padded width when they join, and shorter requests leave while others keep going.
+    plan = [(PROMPTS[0], 40, 0), (PROMPTS[1], 8, 3), (PROMPTS[3] * 3, 20, 6), (PROMPTS[2], 12, 10)]
+    params = [
+        SamplingParams(temperature=0.7, max_generate_length=n, additional_kwargs={"ignore_eos": True})
+        for _, n, _ in plan
+    ]
+
+    async def loop(text: str, sampling: SamplingParams, join_at: int) -> tuple[list[int], dict]:
+        await after_decode_steps(engine, join_at)
+        prompt = token_ids(tiny_tokenizer, text)
+        return prompt, await generate_one(engine, prompt, sampling)
+
+    results = await asyncio.gather(*(loop(text, p, join) for (text, _, join), p in zip(plan, params, strict=True)))
+    diffs = []
+    for prompt, output in results:
+        expected = full_forward_logprobs(model, prompt, output["response_ids"], temperature=0.7)
+        diffs.append((expected - torch.tensor(output["response_logprobs"])).abs())
+    assert torch.cat(diffs).mean().item() < 1e-4
+    assert torch.cat(diffs).max().item() < 1e-3
+    assert engine.stats.max_batch_size >= 3
+
+
+async def test_logprobs_match_when_requests_queue_for_a_full_batch_and_outgrow_the_cache(model, tiny_tokenizer):
+    # 12 requests through 4 rows, up to 200 tokens each: rows are reused, and the KV buffer runs out of columns,
+    # grows, and drops the padding columns nobody needs any more.
+    rng = random.Random(0)
+    plan = [([rng.randrange(3, 49000) for _ in range(rng.randint(1, 60))], rng.randint(5, 200)) for _ in range(12)]
+    engine = HFInferenceEngine(model, tiny_tokenizer, max_num_seqs=4, seed=0)
+    try:
+
+        async def loop(index: int, prompt: list[int], max_tokens: int):
+            await after_decode_steps(engine, 10 * index)
+            params = SamplingParams(
+                temperature=0.9, max_generate_length=max_tokens, additional_kwargs={"ignore_eos": True}
+            )
+            return await generate_one(engine, prompt, params)
+
+        outputs = await asyncio.gather(*(loop(i, prompt, n) for i, (prompt, n) in enumerate(plan)))
+    finally:
+        await engine.teardown()
+    diffs = []
+    for (prompt, max_tokens), output in zip(plan, outputs, strict=True):
+        assert len(output["response_ids"]) == max_tokens
+        expected = full_forward_logprobs(model, prompt, output["response_ids"], temperature=0.9)
+        diffs.append((expected - torch.tensor(output["response_logprobs"])).abs())
+    assert torch.cat(diffs).mean().item() < 1e-4
+    assert engine.stats.max_batch_size == 4
+
+
+async def test_seeded_sampling_is_reproducible_whatever_else_is_in_the_batch(engine, tiny_tokenizer):
+    seeded = SamplingParams(temperature=1.0, max_generate_length=16, seed=1234, additional_kwargs={"ignore_eos": True})
+    prompt = token_ids(tiny_tokenizer, PROMPTS[1])
+    alone = await generate_one(engine, prompt, seeded)
+    others = [token_ids(tiny_tokenizer, text) for text in (PROMPTS[0], PROMPTS[2], PROMPTS[3])]
+    unseeded = SamplingParams(temperature=1.0, max_generate_length=16, additional_kwargs={"ignore_eos": True})
+    crowded, *_ = await asyncio.gather(
+        generate_one(engine, prompt, seeded), *(generate_one(engine, p, unseeded) for p in others)
+    )
+    assert crowded["response_ids"] == alone["response_ids"]
+
+
+async def test_top_k_one_equals_greedy(engine, tiny_tokenizer):
+    prompt = token_ids(tiny_tokenizer, PROMPTS[3])
+    top1 = SamplingParams(temperature=1.0, top_k=1, max_generate_length=10, additional_kwargs={"ignore_eos": True})
+    sampled, greedy_output = await asyncio.gather(
+        generate_one(engine, prompt, top1), generate_one(engine, prompt, greedy(10, ignore_eos=True))
+    )
+    assert sampled["response_ids"] == greedy_output["response_ids"]
+
+
+async def test_stop_string_ends_generation_and_is_included_in_the_text(engine, tiny_tokenizer):
+    prompt = token_ids(tiny_tokenizer, PROMPTS[1])
+    sampling = SamplingParams(temperature=1.0, max_generate_length=12, seed=7, additional_kwargs={"ignore_eos": True})
+    free = await generate_one(engine, prompt, sampling)
+    # Stop at the text of the 6th generated token, which the first five do not contain.
+    stop = tiny_tokenizer.decode(free["response_ids"][5:6]).strip()
+    assert stop and stop not in tiny_tokenizer.decode(free["response_ids"][:5])
+
+    stopped = await generate_one(engine, prompt, sampling.replace(stop=[stop]))
+    assert stopped["stop_reasons"] == StopReason.STOP
+    assert stopped["response_ids"] == free["response_ids"][:6]
+    assert stopped["responses"].endswith(stop)
+    assert len(stopped["response_logprobs"]) == 6
+
+
+async def test_max_generate_length_ends_with_reason_length(engine, tiny_tokenizer):
+    output = await generate_one(engine, token_ids(tiny_tokenizer, PROMPTS[0]), greedy(3, ignore_eos=True))
+    assert (len(output["response_ids"]), output["stop_reasons"]) == (3, StopReason.LENGTH)
+
+
+@pytest.fixture
+def eos_always_wins(model):
+    """Make EOS (id 2) the argmax of every position by adding 1e4 to its logit."""
+
+    def hook(module, args, output):
+        output[..., 2] += 1e4
+        return output
+
+    handle = model.get_output_embeddings().register_forward_hook(hook)
+    yield
+    handle.remove()
+
+
+async def test_eos_ends_generation_with_reason_stop_and_is_kept_in_the_ids(engine, tiny_tokenizer, eos_always_wins):
+    output = await generate_one(engine, token_ids(tiny_tokenizer, PROMPTS[0]), greedy(8))
+    assert output["response_ids"] == [2]
+    assert output["stop_reasons"] == StopReason.STOP
+    assert output["responses"] == ""
+
+
+async def test_ignore_eos_generates_through_eos(engine, tiny_tokenizer, eos_always_wins):
+    output = await generate_one(engine, token_ids(tiny_tokenizer, PROMPTS[0]), greedy(4, ignore_eos=True))
+    assert output["response_ids"] == [2, 2, 2, 2]
+    assert output["stop_reasons"] == StopReason.LENGTH
+
+
+async def test_multi_prompt_call_returns_one_output_per_prompt_in_input_order(engine, tiny_tokenizer):
+    prompts = [token_ids(tiny_tokenizer, text) for text in PROMPTS]
+    single = [await generate_one(engine, p, greedy(5, ignore_eos=True)) for p in prompts]
+    output = await engine.generate({"prompt_token_ids": prompts, "sampling_params": greedy(5, ignore_eos=True)})
+    assert output["response_ids"] == [s["response_ids"] for s in single]
+    assert output["stop_reasons"] == [StopReason.LENGTH] * 4
+    assert len(output["response_logprobs"]) == 4 and all(len(lp) == 5 for lp in output["response_logprobs"])
+
+
+async def test_conversations_are_chat_templated_with_a_generation_prompt(engine, tiny_tokenizer):
+    conversation = [{"role": "user", "content": "What is 2 + 2?"}]
+    templated = tiny_tokenizer.apply_chat_template(
+        conversation, add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
+    from_ids = await generate_one(engine, templated, greedy(6, ignore_eos=True))
+    output = await engine.generate({"prompts": [conversation], "sampling_params": greedy(6, ignore_eos=True)})
+    assert output["response_ids"] == [from_ids["response_ids"]]
+
+
+async def test_concurrent_requests_share_forward_passes(engine, tiny_tokenizer):
+    prompts = [token_ids(tiny_tokenizer, f"{text} {i}") for i in range(2) for text in PROMPTS]
+    await asyncio.gather(*(generate_one(engine, p, greedy(10, ignore_eos=True)) for p in prompts))
+    # One at a time: 8 x (1 prefill + 9 decode steps) = 80 forward passes.
+    assert engine.stats.forward_passes <= 20
+    assert engine.stats.max_batch_size == 8
+    assert engine.stats.generated_tokens == 80

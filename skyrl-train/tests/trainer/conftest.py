@@ -1,0 +1,1 @@
+from skyrl_train.testing import tiny_model  # noqa: F401
