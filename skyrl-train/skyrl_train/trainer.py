@@ -18,7 +18,6 @@ from typing import Any
 import torch
 
 from skyrl_train.algorithms import (
-    AdvantageEstimatorRegistry,
     apply_kl_penalty,
     compute_advantages_and_returns,
     get_kl_controller,
@@ -77,7 +76,6 @@ class PPOTrainer:
         self.total_steps = len(train_loader) * t.epochs
         self.global_step = 0
         self.kl_controller = get_kl_controller(t.algorithm) if t.algorithm.use_kl_in_reward else None
-        AdvantageEstimatorRegistry.get(t.algorithm.advantage_estimator)  # fail before any rollout
 
     # ------------------------------------------------------------------------------------------ loop
 
