@@ -65,7 +65,10 @@ def test_lists_dicts_and_none_are_dropped_with_one_warning_per_key(tmp_path, cap
 
 
 def test_backends_receive_the_config_with_secrets_redacted(tmp_path):
-    config = {"trainer": {"lr": 1e-6, "api_key": "sk-live-123"}, "env_vars": {"AWS_SECRET_ACCESS_KEY": "abc"}}
+    config = {
+        "trainer": {"lr": 1e-6, "api_key": "sk-live-123"},  # pragma: allowlist secret
+        "env_vars": {"AWS_SECRET_ACCESS_KEY": "abc"},
+    }  # pragma: allowlist secret
     Tracking("proj", "run", "jsonl", config=config, output_dir=tmp_path).finish()
     assert json.loads((tmp_path / "config.json").read_text()) == {
         "trainer": {"lr": 1e-6, "api_key": "<redacted>"},

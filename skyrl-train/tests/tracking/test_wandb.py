@@ -88,7 +88,7 @@ def offline_run(tmp_path_factory):
             mp.delenv(var, raising=False)
         for var, value in _keyless_env(home).items():
             mp.setenv(var, value)
-        config = {"trainer": {"lr": 1e-6}, "env_vars": {"WANDB_API_KEY": "should-not-leak"}}
+        config = {"trainer": {"lr": 1e-6}, "env_vars": {"WANDB_API_KEY": "should-not-leak"}}  # pragma: allowlist secret
         with Tracking("proj", "offline-test", "wandb", config=config, output_dir=out) as tracker:
             tracker.log({"reward/avg_raw_reward": 0.25, "env/last_error": "timeout"}, step=1)
             tracker.log({"reward/avg_raw_reward": 0.5}, step=2)
