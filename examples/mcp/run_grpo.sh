@@ -1,23 +1,87 @@
 #!/usr/bin/env bash
-# Main job: GRPO on MCP tool tasks (CPU with the default small model when no GPU is present).
+# Main job: GRPO on MCP tool-use tasks. The agent answers questions about market data by calling the bundled
+# offline market-data MCP server (a real process spoken to over MCP stdio), then giving the final answer.
 #
-# Status: the trainer (issue 3) and the MCP environments (issue 4) have not landed yet. Until they do,
-# this script installs the project and checks that the environment layer works, then says so plainly.
+# CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA, single-tool tasks, two worked
+# demonstrations in the prompt (a 135M model almost never emits a tool call without them), graded reward
+# (format, tool, arguments, answer: see skyrl_integrations/mcp/scoring.py). It evaluates greedily on held-out
+# tasks before and after training and writes a report:
+#   $OUT/exports/report/summary.md              eval success / reward before vs after, plots
+#   skyrl-analyze-evals $OUT/exports --step 0 --step <last>   per-env table, failure categories, HTML report
+#
+#   bash examples/mcp/run_grpo.sh                           # CPU defaults
+#   bash examples/mcp/run_grpo.sh trainer.epochs=2 ...      # any extra argument is a config override
+#
+# Environment knobs: OUT (output folder), TRAIN_SIZE / VAL_SIZE (tasks generated), TEMPLATES (task templates of
+# the rule-based generator; see `python -m skyrl_integrations.datasets.rule_based --help`), SERVERS, COMPLEXITIES.
+#
+# On a GPU machine, scale up by overrides and knobs, e.g. a bigger model, all servers, multi-step tasks, more steps:
+#   SERVERS=market,search,python,slack COMPLEXITIES=single,multi_step,cross_server TEMPLATES= TRAIN_SIZE=4000 \
+#   bash examples/mcp/run_grpo.sh trainer.policy.model.path=Qwen/Qwen2.5-7B-Instruct trainer.bf16=true \
+#       trainer.train_batch_size=64 trainer.policy_mini_batch_size=16 generator.n_samples_per_prompt=8 \
+#       generator.max_turns=8 generator.sampling_params.max_generate_length=1024 trainer.max_prompt_length=4096 \
+#       generator.max_input_length=16384 environment.skyrl_gym.mcp_tool.tool_prompt=full \
+#       environment.skyrl_gym.mcp_tool.demonstrations=[] trainer.epochs=3
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bash "$repo_root/scripts/setup.sh"
+python="$repo_root/.venv/bin/python"
 
-"$repo_root/.venv/bin/python" - <<'PY'
-import skyrl_gym
+OUT="${OUT:-$repo_root/outputs/mcp}"
+DATA="$OUT/data"
+TRAIN_SIZE="${TRAIN_SIZE:-80}"
+VAL_SIZE="${VAL_SIZE:-64}"
+SERVERS="${SERVERS:-market}"
+COMPLEXITIES="${COMPLEXITIES:-single}"
+TEMPLATES="${TEMPLATES-close_price,open_price,high_price,net_income,revenue,eps}"
 
-print("Registered environments:")
-skyrl_gym.pprint_registry()
-PY
+if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
+    "$python" -m skyrl_integrations.datasets.rule_based --output-dir "$DATA" --train-size "$TRAIN_SIZE" \
+        --val-size "$VAL_SIZE" --servers "$SERVERS" --complexities "$COMPLEXITIES" \
+        ${TEMPLATES:+--templates "$TEMPLATES"} --seed 0
+    "$python" -m skyrl_integrations.datasets.validate "$DATA/train.parquet" "$DATA/validation.parquet"
+fi
 
-cat >&2 <<'MSG'
+"$python" -m skyrl_train.entrypoints.main_base \
+    data.train_data="[$DATA/train.parquet]" \
+    data.val_data="[$DATA/validation.parquet]" \
+    environment.env_class=mcp_tool \
+    +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
+    +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
+    trainer.policy.model.path=smollm2-135m-instruct \
+    trainer.bf16=false \
+    trainer.gradient_checkpointing=false \
+    trainer.policy.model.lora.rank=32 \
+    trainer.policy.model.lora.alpha=64 \
+    trainer.policy.optimizer_config.lr=2e-4 \
+    trainer.algorithm.advantage_estimator=grpo \
+    trainer.algorithm.use_kl_loss=false \
+    trainer.epochs=1 \
+    trainer.train_batch_size=4 \
+    trainer.policy_mini_batch_size=4 \
+    trainer.micro_train_batch_size_per_gpu=8 \
+    trainer.micro_forward_batch_size_per_gpu=16 \
+    trainer.eval_batch_size=64 \
+    trainer.eval_before_train=true \
+    trainer.eval_interval=20 \
+    trainer.max_prompt_length=640 \
+    generator.max_input_length=1024 \
+    generator.n_samples_per_prompt=4 \
+    generator.max_num_seqs=16 \
+    generator.max_turns=3 \
+    generator.sampling_params.max_generate_length=64 \
+    generator.eval_sampling_params.max_generate_length=64 \
+    "generator.sampling_params.stop=['</tool_call>']" \
+    "generator.eval_sampling_params.stop=['</tool_call>']" \
+    trainer.ckpt_interval=10 \
+    trainer.max_ckpts_to_keep=1 \
+    trainer.ckpt_path="$OUT/ckpts" \
+    trainer.export_path="$OUT/exports" \
+    "trainer.logger=[console,jsonl,tensorboard]" \
+    trainer.project_name=mcp_cpu \
+    trainer.run_name=grpo_smollm2_lora_market \
+    "$@"
 
-run_grpo.sh: NOT TRAINING YET. The GRPO trainer and the MCP tool environments are still being built
-(skyrl-train core, then MCP integration). This script will generate the MCP task dataset, train the
-default CPU model with GRPO, evaluate before and after, and write a report once they land.
-MSG
+echo "report: $OUT/exports/report/summary.md"
+echo "trajectories: $repo_root/.venv/bin/skyrl-analyze-evals $OUT/exports --html $OUT/exports/report/evals.html"

@@ -1,9 +1,10 @@
 import os
+import socket
 import time
 
 import pytest
 
-from skyrl_gym.tools.python import PythonCodeExecutorToolGroup
+from skyrl_gym.tools.python import PythonCodeExecutorToolGroup, execute_python
 
 
 @pytest.fixture
@@ -81,3 +82,31 @@ def test_background_children_are_killed(tools, tmp_path):
 def test_isolated_mode_ignores_python_environment_variables(tools, monkeypatch):
     monkeypatch.setenv("PYTHONSTARTUP_MARKER", "1")
     assert run(tools, "import os, sys\nprint(sys.flags.isolated, 'PYTHONSTARTUP_MARKER' in os.environ)") == "1 False\n"
+
+
+def test_execute_python_keeps_stdout_stderr_and_exit_code_apart():
+    code = "import sys\nprint('partial')\nsys.stderr.write('warned\\n')\nsys.exit(4)"
+    execution = execute_python(code, timeout=5.0)
+    assert (execution.stdout, execution.stderr, execution.returncode) == ("partial\n", "warned\n", 4)
+    assert (execution.timed_out, execution.failure) == (False, None)
+
+
+def test_blocked_network_refuses_connections_to_a_listening_local_socket():
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
+        execution = execute_python(code, timeout=5.0, block_network=True)
+    assert execution.returncode == 1
+    assert execution.stderr.endswith("PermissionError: network access is disabled in this sandbox\n")
+
+
+def test_blocked_network_still_allows_asyncio_event_loops():
+    code = "import asyncio\nasyncio.run(asyncio.sleep(0))\nprint('loop ok')"
+    assert execute_python(code, timeout=5.0, block_network=True).stdout == "loop ok\n"
+
+
+def test_launcher_is_prepended_to_the_interpreter_command():
+    execution = execute_python(
+        "import os\nprint(os.environ['LAUNCHED_BY'])", timeout=5.0, launcher=["env", "LAUNCHED_BY=env"]
+    )
+    assert execution.stdout == "env\n"

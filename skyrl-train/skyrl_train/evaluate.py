@@ -5,11 +5,28 @@ under `eval/all/`, and the rollout metrics under `eval/all/generate/...`. `avg_s
 return (the same definition as training's `reward/avg_raw_reward`, from `skyrl_train.metrics`).
 
 Dumps (upstream layout): `<export_path>/dumped_evals/global_step_<N>_evals/<data_source>.jsonl`, one row per
-trajectory, and `aggregated_results.jsonl` with the metrics.
+trajectory (per turn in step-wise mode), and `aggregated_results.jsonl` with the metrics. A row has upstream's
+fields (`input_prompt`, `output_response`, `score`, `stop_reason`, `env_class`, `env_extras`, `data_source`) and,
+where the generator or env reports them (a field is left out, never guessed, when nothing reports it):
+
+- `trajectory_id`: `{"instance_id", "repetition_id"}` (the prompt's uid and which of its samples);
+- `messages`: the conversation as role/content messages (prompt after env init, then each turn's assistant
+  text and the env's observations, the final one included), with `num_prompt_messages` marking where the
+  prompt ends;
+- `num_turns`: model generations in the trajectory (assistant messages after the prompt; else the env's `turns`);
+- `tool_calls`: the env's `tool_calls` metric; `parse_failures`: `{kind: count}` from the env's
+  `parse_failures_<kind>` metrics;
+- `env_metrics`: the trajectory's whole `env_metrics` dict (env `get_metrics()` plus the generator's counters);
+- `is_last_step`: step-wise mode only.
+
+Secrets never reach a dump: entries with secret-looking names are redacted (`skyrl_train.tracking.redact_secrets`),
+and so is every occurrence, anywhere in a row, of the value of an environment variable with a secret-looking name
+(`skyrl_train.storage.secrets`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -18,6 +35,8 @@ from typing import Any
 from skyrl_train.generators.base import GeneratorInterface, GeneratorOutput
 from skyrl_train.generators.utils import get_rollout_metrics
 from skyrl_train.metrics import sanitize_metric_key
+from skyrl_train.storage.secrets import scrub_secret_values, secret_env_values
+from skyrl_train.tracking import redact_secrets
 from skyrl_train.trainer_utils import output_uids, prepare_generator_input, reward_metrics
 from skyrl_train.utils.fs import atomic_write_text
 
@@ -79,20 +98,57 @@ async def evaluate(
 
 
 def dump_eval_results(dump_dir: Path, output, env_classes, env_extras, data_sources, tokenizer, metrics) -> None:
-    """One JSONL per data source with upstream's row fields, plus `aggregated_results.jsonl`."""
+    """One JSONL per data source (rows as in the module doc), plus `aggregated_results.jsonl`."""
     dump_dir.mkdir(parents=True, exist_ok=True)
+    secrets = secret_env_values()
     rows_by_source: dict[str, list[str]] = defaultdict(list)
     for i, source in enumerate(data_sources):
-        row = {
-            "input_prompt": tokenizer.decode(output["prompt_token_ids"][i]),
-            "output_response": tokenizer.decode(output["response_ids"][i]),
-            "score": output["rewards"][i],
-            "stop_reason": output["stop_reasons"][i] if output.get("stop_reasons") else None,
-            "env_class": env_classes[i],
-            "env_extras": env_extras[i],
-            "data_source": source,
-        }
-        rows_by_source[sanitize_metric_key(source)].append(json.dumps(row, default=str))
+        row = redact_secrets(dump_row(output, i, env_classes[i], env_extras[i], source, tokenizer))
+        line = scrub_secret_values(json.dumps(row, default=str).encode(), secrets).decode()
+        rows_by_source[sanitize_metric_key(source)].append(line)
     for source, rows in rows_by_source.items():
         atomic_write_text(dump_dir / f"{source}.jsonl", "\n".join(rows) + "\n")
     atomic_write_text(dump_dir / "aggregated_results.jsonl", json.dumps(metrics) + "\n")
+
+
+def dump_row(output: GeneratorOutput, i: int, env_class: str, env_extras, data_source, tokenizer) -> dict[str, Any]:
+    """Row `i` of `output` as a dump row (fields in the module doc; not yet redacted)."""
+    row = {
+        "input_prompt": tokenizer.decode(output["prompt_token_ids"][i]),
+        "output_response": tokenizer.decode(output["response_ids"][i]),
+        "score": output["rewards"][i],
+        "stop_reason": output["stop_reasons"][i] if output.get("stop_reasons") else None,
+        "env_class": env_class,
+        "env_extras": env_extras,
+        "data_source": data_source,
+    }
+    trajectory_id = _row_value(output, "trajectory_ids", i)
+    if trajectory_id is not None:
+        row["trajectory_id"] = dataclasses.asdict(trajectory_id)
+    env_metrics = _row_value(output, "env_metrics", i) or {}
+    conversation = _row_value(output, "conversations", i)
+    if conversation is not None:
+        row["messages"] = [*conversation.prompt, *conversation.response]
+        row["num_prompt_messages"] = len(conversation.prompt)
+        row["num_turns"] = sum(message.get("role") == "assistant" for message in conversation.response)
+    elif "turns" in env_metrics:
+        row["num_turns"] = env_metrics["turns"]
+    if "tool_calls" in env_metrics:
+        row["tool_calls"] = env_metrics["tool_calls"]
+    parse_failures = {
+        key.removeprefix("parse_failures_"): value
+        for key, value in env_metrics.items()
+        if key.startswith("parse_failures_")
+    }
+    if parse_failures:
+        row["parse_failures"] = parse_failures
+    if env_metrics:
+        row["env_metrics"] = env_metrics
+    if output.get("is_last_step") is not None:
+        row["is_last_step"] = output["is_last_step"][i]
+    return row
+
+
+def _row_value(output: GeneratorOutput, key: str, i: int) -> Any:
+    values = output.get(key)
+    return None if values is None else values[i]

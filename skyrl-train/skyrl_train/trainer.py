@@ -22,11 +22,12 @@ from skyrl_train.algorithms import (
     compute_advantages_and_returns,
     get_kl_controller,
 )
-from skyrl_train.checkpoints import CheckpointManager, step_dir_name
+from skyrl_train.checkpoints import CheckpointManager, S3CheckpointSink, step_dir_name
 from skyrl_train.config import to_dict
 from skyrl_train.dataset import PromptDataLoader
 from skyrl_train.evaluate import evaluate
 from skyrl_train.generators.base import GeneratorInterface
+from skyrl_train.storage import BackgroundUploader, S3Settings, queue_eval_dump_upload
 from skyrl_train.tracking import Tracking, step_progress
 from skyrl_train.trainer_utils import build_training_batch, output_uids, prepare_generator_input, reward_metrics
 
@@ -71,7 +72,17 @@ class PPOTrainer:
         self.policy, self.ref, self.critic = policy, ref, critic
         self.sync_weights = sync_weights or (lambda: None)
         t = cfg.trainer
-        self.checkpoints = CheckpointManager(t.ckpt_path, t.max_ckpts_to_keep, t.ckpt_interval)
+        self.s3 = S3Settings.from_trainer_config(t)
+        self.uploader: BackgroundUploader | None = None
+        self.eval_store = sink = None
+        if self.s3 is not None:
+            logger.info("S3 on: %s", self.s3.describe())
+            if t.max_ckpts_to_keep != -1:
+                logger.warning("trainer.max_ckpts_to_keep is not used with S3 on: trainer.s3.keep_local rotates")
+            self.uploader = BackgroundUploader(self.s3.flush_timeout_seconds)
+            sink = S3CheckpointSink.from_settings(self.s3, self.uploader)
+            self.eval_store = self.s3.store(self.s3.eval_bucket)
+        self.checkpoints = CheckpointManager(t.ckpt_path, t.max_ckpts_to_keep, t.ckpt_interval, sink=sink)
         self.export_path = Path(t.export_path).expanduser()
         self.total_steps = len(train_loader) * t.epochs
         self.global_step = 0
@@ -80,6 +91,21 @@ class PPOTrainer:
     # ------------------------------------------------------------------------------------------ loop
 
     async def train(self) -> None:
+        """Resume, train every step, save and export; pending S3 uploads are flushed however it ends."""
+        if self.uploader is not None:
+            self.uploader.install_exit_handlers()
+        try:
+            await self._train()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Wait (bounded by trainer.s3.flush_timeout_seconds) for pending uploads, then report what failed."""
+        if self.uploader is not None:
+            self.uploader.close()
+        self.checkpoints.sink.close()
+
+    async def _train(self) -> None:
         t = self.cfg.trainer
         resume_from = self.checkpoints.resolve_resume(t.resume_mode, t.resume_path)
         if resume_from is not None:
@@ -189,7 +215,10 @@ class PPOTrainer:
         dump_dir = None
         if self.cfg.trainer.dump_eval_results:
             dump_dir = self.export_path / "dumped_evals" / f"global_step_{self.global_step}_evals"
-        return await evaluate(self.eval_loader, self.generator, self.cfg, self.global_step, self.tokenizer, dump_dir)
+        metrics = await evaluate(self.eval_loader, self.generator, self.cfg, self.global_step, self.tokenizer, dump_dir)
+        if dump_dir is not None and self.s3 is not None:
+            queue_eval_dump_upload(self.uploader, self.eval_store, dump_dir, self.s3.eval_prefix(self.global_step))
+        return metrics
 
     # ------------------------------------------------------------------------------------ checkpoints
 

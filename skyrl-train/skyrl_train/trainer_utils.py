@@ -79,7 +79,14 @@ def reward_metrics(
     failed = infra_failure_mask(generator_output.get("stop_reasons"), len(uids))
     last = generator_output.get("is_last_step") or [True] * len(uids)
     include = [is_last and not is_failed for is_last, is_failed in zip(last, failed, strict=True)]
-    return compute_reward_metrics(generator_output["rewards"], uids, n_samples_per_prompt, data_sources, include)
+    return compute_reward_metrics(
+        generator_output["rewards"],
+        uids,
+        n_samples_per_prompt,
+        data_sources,
+        include,
+        generator_output.get("env_metrics"),
+    )
 
 
 def build_training_batch(

@@ -7,6 +7,12 @@ limits in the child (no `preexec_fn`, which is unsafe when the parent has thread
 The parent enforces the wall-clock limit and kills the whole process group on timeout, and also after
 a normal exit so background children cannot outlive the call. Output is read incrementally and only
 a bounded amount is kept, so a flood of output cannot exhaust the parent's memory.
+
+`execute_python` is the sandbox itself and returns a structured `PythonExecution`; the tool group formats
+that as upstream's text. `execute_python(block_network=True)` also installs an audit hook in the child that
+refuses internet sockets, connect/bind and name resolution. The hook stops Python-level networking
+(socket, urllib, http.client, asyncio streams), not native code calling libc directly or child processes;
+pass a `launcher` such as `unshare --net` for a kernel-level boundary.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from skyrl_gym.tools.core import ToolGroup, tool
 
@@ -31,7 +39,19 @@ _DRAIN_GRACE = 1.0
 # linecache so tracebacks show its lines, and run as __main__; the bootstrap frame is left out of tracebacks.
 _BOOTSTRAP = """
 import linecache, resource, sys, traceback, types
-def _boot(code_file, memory_bytes, cpu_seconds):
+from _socket import AF_UNIX
+_NETWORK_EVENTS = frozenset(("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo",
+                             "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr",
+                             "socket.getnameinfo"))
+def _deny_network(event, args):
+    # AF_UNIX socket pairs stay allowed: asyncio's event loop needs one to wake itself up.
+    if event in _NETWORK_EVENTS or (event == "socket.__new__" and args[1] != AF_UNIX):
+        raise PermissionError("network access is disabled in this sandbox")
+# Tracebacks through the hook must not show lines of the user's code, which is also named "<string>".
+_deny_network.__code__ = _deny_network.__code__.replace(co_filename="<sandbox>")
+def _boot(code_file, memory_bytes, cpu_seconds, block_network):
+    if block_network == "1":
+        sys.addaudithook(_deny_network)
     for kind, soft, hard in ((resource.RLIMIT_AS, memory_bytes, memory_bytes),
                              (resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)):
         inherited = resource.getrlimit(kind)[1]
@@ -50,7 +70,7 @@ def _boot(code_file, memory_bytes, cpu_seconds):
     except BaseException as exc:
         traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
         sys.exit(1)
-_boot(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+_boot(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
 """
 
 
@@ -127,6 +147,97 @@ def _decode_tail(capture: _Capture, max_chars: int) -> str:
     return f"[... earlier output cut: showing the last {max_chars} characters]\n{text[-max_chars:]}"
 
 
+@dataclass(frozen=True)
+class PythonExecution:
+    """What one sandboxed run produced. `stdout` keeps the head and `stderr` the tail, each with a cut marker."""
+
+    stdout: str
+    stderr: str
+    returncode: int  # negative: killed by that signal (always SIGKILL after a timeout)
+    timed_out: bool
+    timeout: float
+    memory_limit_mb: int
+
+    @property
+    def out_of_memory(self) -> bool:
+        last_line = self.stderr.strip().rsplit("\n", 1)[-1]
+        return last_line.split(":", 1)[0].endswith("MemoryError")  # also numpy's _ArrayMemoryError
+
+    @property
+    def failure(self) -> str | None:
+        """Why the sandbox stopped the program (time, memory, CPU, a signal), or None if it ended on its own."""
+        if self.timed_out:
+            return f"timed out after {self.timeout:g} s"
+        if self.out_of_memory:
+            return f"MemoryError: the code exceeded the memory limit of {self.memory_limit_mb} MB"
+        if self.returncode == -signal.SIGXCPU:
+            return "CPU time limit exceeded"
+        if self.returncode < 0:
+            return f"the process was killed by signal {signal.Signals(-self.returncode).name}"
+        return None
+
+
+def execute_python(
+    code: str,
+    *,
+    timeout: float = 10.0,
+    memory_limit_mb: int = 512,
+    max_output_chars: int = 10000,
+    block_network: bool = False,
+    launcher: Sequence[str] = (),
+) -> PythonExecution:
+    """Run `code` in a fresh sandboxed interpreter (see the module docstring) and return what it produced.
+
+    `launcher` is prepended to the interpreter's command line (e.g. `["unshare", "--user", "--map-root-user",
+    "--net"]`); it must exec the interpreter in place so the process group still covers the program.
+    Raises OSError only if the process cannot be started.
+    """
+    with tempfile.TemporaryDirectory(prefix="skyrl_python_", ignore_cleanup_errors=True) as workdir:
+        with open(os.path.join(workdir, _CODE_FILE), "w", encoding="utf-8") as f:
+            f.write(code)
+        argv = [
+            *launcher,
+            sys.executable,
+            "-I",
+            "-c",
+            _BOOTSTRAP,
+            _CODE_FILE,
+            str(memory_limit_mb * 1024 * 1024),
+            str(math.ceil(timeout) + 1),
+            "1" if block_network else "0",
+        ]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": workdir,
+            "TMPDIR": workdir,
+            "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        stdout = _Capture(max_output_chars * 4, keep_tail=False)
+        stderr = _Capture(max_output_chars * 4, keep_tail=True)
+        with proc.stdout, proc.stderr:
+            timed_out = _collect(proc, timeout, {proc.stdout: stdout, proc.stderr: stderr})
+    return PythonExecution(
+        stdout=_decode_head(stdout, max_output_chars),
+        stderr=_decode_tail(stderr, max_output_chars),
+        returncode=proc.returncode,
+        timed_out=timed_out,
+        timeout=timeout,
+        memory_limit_mb=memory_limit_mb,
+    )
+
+
 class PythonCodeExecutorToolGroup(ToolGroup):
     """One tool, `python(code)`, returning the program's stdout or an `Error executing Python code: ...` text."""
 
@@ -140,60 +251,26 @@ class PythonCodeExecutorToolGroup(ToolGroup):
     def python(self, code: str) -> str:
         """Run `code` and return its stdout; errors, timeouts and memory exhaustion come back as text."""
         try:
-            return self._run(code if isinstance(code, str) else str(code))
+            execution = execute_python(
+                code if isinstance(code, str) else str(code),
+                timeout=self.timeout,
+                memory_limit_mb=self.memory_limit_mb,
+                max_output_chars=self.max_output_chars,
+            )
         except OSError as exc:  # e.g. no process slots or disk space left: report, never raise
             return f"{ERROR_PREFIX}could not start the interpreter ({exc})"
+        return _report(execution)
 
-    def _run(self, code: str) -> str:
-        with tempfile.TemporaryDirectory(prefix="skyrl_python_", ignore_cleanup_errors=True) as workdir:
-            with open(os.path.join(workdir, _CODE_FILE), "w", encoding="utf-8") as f:
-                f.write(code)
-            argv = [
-                sys.executable,
-                "-I",
-                "-c",
-                _BOOTSTRAP,
-                _CODE_FILE,
-                str(self.memory_limit_mb * 1024 * 1024),
-                str(math.ceil(self.timeout) + 1),
-            ]
-            env = {
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "HOME": workdir,
-                "TMPDIR": workdir,
-                "LANG": "C.UTF-8",
-                "OMP_NUM_THREADS": "1",
-                "OPENBLAS_NUM_THREADS": "1",
-                "MKL_NUM_THREADS": "1",
-            }
-            proc = subprocess.Popen(
-                argv,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-            stdout = _Capture(self.max_output_chars * 4, keep_tail=False)
-            stderr = _Capture(self.max_output_chars * 4, keep_tail=True)
-            with proc.stdout, proc.stderr:
-                timed_out = _collect(proc, self.timeout, {proc.stdout: stdout, proc.stderr: stderr})
-        return self._report(proc.returncode, timed_out, stdout, stderr)
 
-    def _report(self, returncode: int, timed_out: bool, stdout: _Capture, stderr: _Capture) -> str:
-        if timed_out:
-            return f"{ERROR_PREFIX}timed out after {self.timeout:g} s"
-        err = _decode_tail(stderr, self.max_output_chars).strip()
-        last_line = err.rsplit("\n", 1)[-1]
-        if last_line.split(":", 1)[0].endswith("MemoryError"):  # also numpy's _ArrayMemoryError
-            return f"{ERROR_PREFIX}MemoryError: the code exceeded the memory limit of {self.memory_limit_mb} MB"
-        if err:
-            return ERROR_PREFIX + err
-        if returncode == -signal.SIGXCPU:
-            return f"{ERROR_PREFIX}CPU time limit exceeded"
-        if returncode < 0:
-            return f"{ERROR_PREFIX}the process was killed by signal {signal.Signals(-returncode).name}"
-        if returncode != 0:
-            return f"{ERROR_PREFIX}the process exited with status {returncode}"
-        return _decode_head(stdout, self.max_output_chars)
+def _report(execution: PythonExecution) -> str:
+    """Upstream's text contract: stdout on success, otherwise one `Error executing Python code: ...` line."""
+    if execution.timed_out or execution.out_of_memory:
+        return ERROR_PREFIX + execution.failure
+    err = execution.stderr.strip()
+    if err:
+        return ERROR_PREFIX + err
+    if execution.failure:
+        return ERROR_PREFIX + execution.failure
+    if execution.returncode != 0:
+        return f"{ERROR_PREFIX}the process exited with status {execution.returncode}"
+    return execution.stdout

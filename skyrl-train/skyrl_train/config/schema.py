@@ -278,12 +278,23 @@ class AlgorithmConfig:
 
 @dataclass
 class S3Config:
-    bucket: str | None = knob(None, "S3 bucket for checkpoints and eval dumps; null = S3 off.")
-    prefix: str | None = knob(None, "Key prefix in the bucket; null = '{project_name}/{model basename}/{run_name}'.")
-    endpoint_url: str | None = knob(None, "S3-compatible endpoint (R2, MinIO, ...); null = AWS.")
+    bucket: str | None = knob(None, "S3 bucket for checkpoints; null = env S3_CHECKPOINT_BUCKET, else S3 is off.")
+    prefix: str | None = knob(
+        None, "Key prefix: checkpoints go to {prefix}/{run_name}/global_step_N/; null = trainer.project_name."
+    )
+    endpoint_url: str | None = knob(
+        None, "S3-compatible endpoint (R2, MinIO, ...); null = env AWS_ENDPOINT_URL, else AWS."
+    )
     region: str | None = knob(None, "Bucket region; null = AWS_REGION or the boto3 default.")
     keep_local: int = knob(1, "Newest local checkpoints kept once uploaded (-1 = all; 0 = none).")
     keep_remote: int = knob(3, "Newest checkpoints kept under the S3 prefix (-1 = all).")
+    eval_bucket: str | None = knob(
+        None, "Bucket for eval dumps (evals/{run_name}/global_step_N/); null = env S3_TRAJECTORY_BUCKET, else bucket."
+    )
+    upload_attempts: int = knob(5, "Tries per S3 transfer before an upload is reported failed (backoff 1 s to 60 s).")
+    flush_timeout_seconds: float = knob(
+        600.0, "At exit (normal, error, SIGTERM, SIGINT) wait this long for pending uploads, then name what is left."
+    )
 
 
 @dataclass
@@ -313,7 +324,9 @@ class TrainerConfig:
     max_ckpts_to_keep: int = knob(-1, "Newest checkpoints kept in ckpt_path; -1 = all.")
     resume_mode: str | None = knob("latest", "Resume: 'none' (or null), 'latest' or 'from_path'.")
     resume_path: str | None = knob(None, "Checkpoint folder (global_step_N) for resume_mode=from_path.")
-    resume_run_name: str | None = knob(None, "Resume from the newest S3 checkpoint of this run name (needs s3.bucket).")
+    resume_run_name: str | None = knob(
+        None, "Run whose newest S3 checkpoint starts this run when it has none of its own; null = env RESUME_RUN_NAME."
+    )
     s3: S3Config = section(S3Config, "S3 checkpoint and eval-dump sink.")
     gradient_checkpointing: bool = knob(True, "Recompute activations in backward to save memory.")
     gradient_checkpointing_use_reentrant: bool = knob(False, "Use torch's reentrant checkpointing.")

@@ -322,13 +322,11 @@ def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
     _at_least(problems, "trainer.epochs", t.epochs, 1)
     _at_least(problems, "trainer.update_epochs_per_batch", t.update_epochs_per_batch, 1)
     _at_least(problems, "trainer.max_prompt_length", t.max_prompt_length, 1)
+    # Whether S3 is on also depends on env fallbacks (S3_CHECKPOINT_BUCKET); `storage.S3Settings` decides that.
     s3 = t.s3
-    if s3.bucket is None:
-        for key in ("prefix", "endpoint_url", "region"):
-            if getattr(s3, key) is not None:
-                problems.append(f"trainer.s3.{key} is set but trainer.s3.bucket is null (S3 is off).")
-        if t.resume_run_name is not None:
-            problems.append("trainer.resume_run_name needs S3: set trainer.s3.bucket.")
+    _at_least(problems, "trainer.s3.upload_attempts", s3.upload_attempts, 1)
+    if s3.flush_timeout_seconds < 0:
+        problems.append(f"trainer.s3.flush_timeout_seconds must be >= 0, got {s3.flush_timeout_seconds}.")
     if s3.keep_local < -1:
         problems.append(f"trainer.s3.keep_local must be >= 0 or -1 (keep all), got {s3.keep_local}.")
     if s3.keep_remote == 0 or s3.keep_remote < -1:

@@ -15,6 +15,7 @@ import logging
 import random
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +28,9 @@ from skyrl_train.models import load_tokenizer
 from skyrl_train.tracking import Tracking
 from skyrl_train.trainer import PPOTrainer
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
+
+if TYPE_CHECKING:
+    from skyrl_train.serve import PolicyEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +89,22 @@ class BasePPOExp:
     def get_generator(self, engine: InferenceEngineInterface, tokenizer) -> SkyRLGymGenerator:
         return SkyRLGymGenerator(self.cfg.generator, self.cfg.environment.skyrl_gym, engine, tokenizer)
 
+    def get_http_endpoint(self, engine: InferenceEngineInterface, tokenizer) -> PolicyEndpoint | None:
+        """The OpenAI-compatible endpoint over the live policy (`generator.enable_http_endpoint`), or None. It
+        serves while the trainer generates; see `skyrl_train.serve.endpoint`."""
+        g = self.cfg.generator
+        if not g.enable_http_endpoint:
+            return None
+        from skyrl_train.serve import PolicyEndpoint
+
+        return PolicyEndpoint(
+            engine,
+            tokenizer,
+            served_model_name=g.served_model_name or g.model_name,
+            host=g.http_endpoint_host,
+            port=g.http_endpoint_port,
+        )
+
     def run(self) -> None:
         t = self.cfg.trainer
         _seed_everything(t.seed)
@@ -101,13 +121,25 @@ class BasePPOExp:
         policy, ref, critic = self.get_workers(optimizer_steps * t.update_epochs_per_batch)
         engine = self.get_inference_engine(policy, tokenizer)
         generator = self.get_generator(engine, tokenizer)
+        endpoint = self.get_http_endpoint(engine, tokenizer)
+        if endpoint is not None:
+            generator = endpoint.serve_during_generation(generator)
         with self.get_tracker() as tracker:
             trainer = PPOTrainer(
                 self.cfg, tracker, tokenizer, train_loader, eval_loader, generator, policy, ref, critic
             )
             try:
+                if endpoint is not None:
+                    endpoint.start()
+                    logger.info(
+                        "serving the live policy as %r at %s/v1 while the trainer generates",
+                        endpoint.served_model_name,
+                        endpoint.url,
+                    )
                 asyncio.run(trainer.train())
             finally:
+                if endpoint is not None:
+                    endpoint.stop()
                 asyncio.run(engine.teardown())
         self.write_report()
 

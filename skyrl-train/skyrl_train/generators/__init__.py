@@ -5,6 +5,7 @@ from skyrl_train.generators.base import (
     GeneratorInput,
     GeneratorInterface,
     GeneratorOutput,
+    TrajectoryConversation,
     TrajectoryID,
     TrajectoryStopReason,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "GeneratorInterface",
     "GeneratorOutput",
     "SkyRLGymGenerator",
+    "TrajectoryConversation",
     "TrajectoryID",
     "TrajectoryStopReason",
     "apply_overlong_filtering",

@@ -22,8 +22,10 @@ class TrajectoryStopReason(StopReason):
     ENV_INIT_FAILED = "env_init_failed"
     ENV_STEP_FAILED = "env_step_failed"
     TIMEOUT = "timeout"
+    TOOL_SERVER_FAILED = "tool_server_failed"
+    """The env recovered from a tool-server failure (it set `metadata["infra_failure"]` on a step) and went on."""
 
-    INFRA_FAILURES = frozenset({ENV_INIT_FAILED, ENV_STEP_FAILED, TIMEOUT})
+    INFRA_FAILURES = frozenset({ENV_INIT_FAILED, ENV_STEP_FAILED, TIMEOUT, TOOL_SERVER_FAILED})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +37,17 @@ class TrajectoryID:
 
     def to_string(self) -> str:
         return f"{self.instance_id}_{self.repetition_id}"
+
+
+@dataclasses.dataclass
+class TrajectoryConversation:
+    """A trajectory as role/content messages, as the generator saw them (text, not re-tokenised)."""
+
+    prompt: ConversationType
+    """The prompt after the env's `init`."""
+    response: ConversationType = dataclasses.field(default_factory=list)
+    """Each turn's assistant text followed by the env's observation messages, the final observation included
+    (it is not part of the response tokens)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +79,9 @@ class GeneratorOutput(TypedDict, total=False):
     """Step-wise mode only: True on the row holding a trajectory's final turn."""
     env_metrics: list[dict[str, Any]] | None
     """Per trajectory: the env's `get_metrics()` plus the generator's own counters."""
+    conversations: list[TrajectoryConversation | None] | None
+    """Per trajectory (on its last row in step-wise mode, None on the others): its messages, for inspection
+    and eval dumps only (training uses the token ids)."""
 
 
 class GeneratorInterface(ABC):

@@ -10,6 +10,9 @@ with zero loss mask, counted in the rollout metrics, so the trainer can keep it 
 - env make/init raises -> placeholder row (`env_init_failed`): response [eos], mask [0], reward 0;
 - env step raises -> `env_step_failed`: the turns so far (including the failed one) are kept for inspection,
   with the rewards earned so far, but the whole loss mask is zeroed, since the episode's outcome is unknown;
+- an env step reports a failure it recovered from (`metadata["infra_failure"]`, e.g. a tool server crashed and
+  was restarted) -> the episode goes on to its normal end, then gets `tool_server_failed`, masked like
+  `env_step_failed`;
 - `generator.trajectory_timeout_seconds` runs out -> placeholder row (`timeout`). Every engine and env call
   runs under the remaining budget; a sync env call stuck in a pool thread is abandoned (threads cannot be
   killed), which is one more reason to implement the async env hooks.
@@ -37,6 +40,7 @@ from skyrl_train.generators.base import (
     GeneratorInput,
     GeneratorInterface,
     GeneratorOutput,
+    TrajectoryConversation,
     TrajectoryID,
     TrajectoryStopReason,
 )
@@ -86,6 +90,7 @@ class Trajectory:
 
     rows: list[TrajectoryRow]
     env_metrics: dict[str, Any]
+    conversation: TrajectoryConversation
 
 
 @dataclass
@@ -122,6 +127,9 @@ class _Rollout:
     """Single-message mode: the last turn's stripped EOS, restored when the message is closed."""
     steps: list[TrajectoryRow] | None = None
     """Step-wise mode only: one row per turn."""
+    conversation: TrajectoryConversation | None = None
+    infra_failure: str | None = None
+    """The first `metadata["infra_failure"]` an env step reported."""
 
     @property
     def response_length(self) -> int:
@@ -142,6 +150,7 @@ class _Rollout:
         self.stop_reason = turn.stop_reason
         self.empty_responses += turn.empty
         self.closing_eos = turn.stripped_eos
+        self.conversation.response.append({"role": "assistant", "content": turn.text})
 
     def add_observation(self, obs_ids: list[int]) -> None:
         self.input_ids += obs_ids
@@ -212,13 +221,14 @@ class SkyRLGymGenerator(GeneratorInterface):
         trajectory_ids: list[TrajectoryID | None],
         keep_logprobs: bool,
     ) -> GeneratorOutput:
-        rows, is_last_step, env_metrics, row_env_classes, row_trajectory_ids = [], [], [], [], []
+        rows, is_last_step, env_metrics, row_env_classes, row_trajectory_ids, conversations = [], [], [], [], [], []
         for trajectory, env_class, trajectory_id in zip(trajectories, env_classes, trajectory_ids, strict=True):
             for i, row in enumerate(trajectory.rows):
                 last = i == len(trajectory.rows) - 1
                 rows.append(row)
                 is_last_step.append(last)
                 env_metrics.append(trajectory.env_metrics if last else {})
+                conversations.append(trajectory.conversation if last else None)
                 row_env_classes.append(env_class)
                 row_trajectory_ids.append(trajectory_id)
         stop_reasons = [row.stop_reason for row in rows]
@@ -241,6 +251,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             trajectory_ids=row_trajectory_ids if any(tid is not None for tid in trajectory_ids) else None,
             is_last_step=is_last_step if self.step_wise else None,
             env_metrics=env_metrics,
+            conversations=conversations,
         )
 
     # ------------------------------------------------------------------------------------- agent loop
@@ -265,8 +276,16 @@ class SkyRLGymGenerator(GeneratorInterface):
                 env = self._make_env(env_class, env_extras)
                 init_prompt, _ = await self._env_call(env, "init", copy.deepcopy(prompt))
                 prompt_ids = encode_chat(self.tokenizer, init_prompt, True, **self._template_kwargs)
-                rollout = _Rollout(prompt_ids, list(prompt_ids), steps=[] if self.step_wise else None)
+                rollout = _Rollout(
+                    prompt_ids,
+                    list(prompt_ids),
+                    steps=[] if self.step_wise else None,
+                    conversation=TrajectoryConversation(list(init_prompt)),
+                )
                 await self._run_turns(env, rollout, sampling_params, session_id)
+            if rollout.infra_failure is not None:
+                rollout.stop_reason = TrajectoryStopReason.TOOL_SERVER_FAILED
+                return self._finish(rollout, env.get_metrics(), masked=True)
             return self._finish(rollout, env.get_metrics())
         except _EnvFailure as failure:
             logger.warning("trajectory %s (%s): %s", session_id, env_class, failure.stop_reason, exc_info=True)
@@ -298,10 +317,15 @@ class SkyRLGymGenerator(GeneratorInterface):
             if step.get("postprocessed_action") is not None:
                 turn = self._replace_action(turn, step["postprocessed_action"])
             done = bool(step["done"])
+            reported = (step.get("metadata") or {}).get("infra_failure")
+            if reported and rollout.infra_failure is None:
+                logger.warning("trajectory %s: env reported an infrastructure failure: %s", session_id, reported)
+                rollout.infra_failure = str(reported)
             observations = step.get("observations") or []
             if observations and self.inject_context_status:
                 observations = self._with_context_status(observations, rollout, turn, step)
             rollout.add_turn(turn, float(step.get("reward") or 0.0))
+            rollout.conversation.response += observations
             if done:
                 return
             rollout.add_observation(self._observation_ids(observations))
@@ -377,14 +401,16 @@ class SkyRLGymGenerator(GeneratorInterface):
     def _finish(self, rollout: _Rollout, env_metrics: dict[str, Any], masked: bool = False) -> Trajectory:
         """Cut the response after the last turn's output, place rewards, and package the row(s)."""
         if not rollout.reward_positions:  # no turn ran (context already too long)
-            return self._placeholder_from_ids(rollout.prompt_ids, rollout.stop_reason, env_metrics)
+            return self._placeholder_from_ids(
+                rollout.prompt_ids, rollout.stop_reason, env_metrics, rollout.conversation
+            )
         metrics = {**env_metrics, **trajectory_counters(rollout.stop_reason, rollout.empty_responses)}
         if rollout.steps is not None:
             rollout.steps[-1].stop_reason = rollout.stop_reason
             if masked:
                 for step in rollout.steps:
                     step.loss_mask = [0] * len(step.loss_mask)
-            return Trajectory(rollout.steps, metrics)
+            return Trajectory(rollout.steps, metrics, rollout.conversation)
         end = rollout.response_end
         start = len(rollout.prompt_ids)
         response = rollout.input_ids[start : start + end]
@@ -399,7 +425,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         if masked:
             loss_mask = [0] * len(loss_mask)
         row = TrajectoryRow(rollout.prompt_ids, response, loss_mask, logprobs, rewards, rollout.stop_reason)
-        return Trajectory([row], metrics)
+        return Trajectory([row], metrics, rollout.conversation)
 
     def _close_single_message(self, rollout, response, loss_mask, logprobs, rewards):
         """Single-message mode: end the one assistant message with EOS and move the final reward onto it.
@@ -417,12 +443,20 @@ class SkyRLGymGenerator(GeneratorInterface):
             if rollout is not None
             else encode_chat(self.tokenizer, prompt, True, **self._template_kwargs)
         )
-        return self._placeholder_from_ids(prompt_ids, stop_reason, {})
+        conversation = rollout.conversation if rollout is not None else TrajectoryConversation(list(prompt))
+        return self._placeholder_from_ids(prompt_ids, stop_reason, {}, conversation)
 
-    def _placeholder_from_ids(self, prompt_ids: list[int], stop_reason: str, env_metrics: dict[str, Any]) -> Trajectory:
-        """A one-token row ([eos], mask 0, reward 0) that keeps the batch's shapes valid and its reward format."""
+    def _placeholder_from_ids(
+        self,
+        prompt_ids: list[int],
+        stop_reason: str,
+        env_metrics: dict[str, Any],
+        conversation: TrajectoryConversation,
+    ) -> Trajectory:
+        """A one-token row ([eos], mask 0, reward 0) that keeps the batch's shapes valid and its reward format.
+        `conversation` keeps what happened before the failure, for inspection."""
         row = TrajectoryRow(prompt_ids, [self.eos_token_id], [0], [0.0], [0.0], stop_reason)
-        return Trajectory([row], {**env_metrics, **trajectory_counters(stop_reason, 0)})
+        return Trajectory([row], {**env_metrics, **trajectory_counters(stop_reason, 0)}, conversation)
 
     # ------------------------------------------------------------------------------------------- envs
 

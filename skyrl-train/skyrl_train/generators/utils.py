@@ -24,6 +24,7 @@ GENERATOR_COUNTERS: dict[str, str] = {
     "env_init_failed": "env_init_failures",
     "env_step_failed": "env_step_failures",
     "trajectory_timeout": "trajectory_timeouts",
+    "tool_server_failed": "tool_server_failures",
 }
 """Counters the generator adds to each trajectory's `env_metrics` -> the batch metric that sums them.
 They are kept apart from the env's own `get_metrics()` keys, which go through the env's aggregator."""
@@ -32,6 +33,7 @@ FAILURE_COUNTERS: dict[str, str] = {
     TrajectoryStopReason.ENV_INIT_FAILED: "env_init_failed",
     TrajectoryStopReason.ENV_STEP_FAILED: "env_step_failed",
     TrajectoryStopReason.TIMEOUT: "trajectory_timeout",
+    TrajectoryStopReason.TOOL_SERVER_FAILED: "tool_server_failed",
 }
 """Infrastructure-failure stop reason -> its 0/1 counter in `env_metrics`."""
 

@@ -5,6 +5,13 @@ from skyrl_train.metrics.reward_metrics import (
     sanitize_metric_key,
     trajectory_outcome,
     trajectory_return,
+    trajectory_solved,
 )
 
-__all__ = ["compute_reward_metrics", "sanitize_metric_key", "trajectory_outcome", "trajectory_return"]
+__all__ = [
+    "compute_reward_metrics",
+    "sanitize_metric_key",
+    "trajectory_outcome",
+    "trajectory_return",
+    "trajectory_solved",
+]

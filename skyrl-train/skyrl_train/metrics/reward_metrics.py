@@ -5,7 +5,9 @@ Definitions (one each; training logs them under `reward/`, evaluation under `eva
 - return of a trajectory: the sum of its rewards (a scalar reward is its own sum);
 - outcome of a trajectory: its final reward — the scalar, or the LAST token's reward of a per-token list;
 - `avg_raw_reward`: mean return over trajectories;
-- `pass_at_{n}`: fraction of prompts (uids) with at least one trajectory whose outcome is > 0;
+- solved trajectory: the env's own `success` metric when it reports one (e.g. the MCP env, whose graded reward is
+  also positive for a well-formed call with a wrong answer), else outcome > 0;
+- `pass_at_{n}`: fraction of prompts (uids) with at least one solved trajectory;
 - `mean_positive_reward`: mean over trajectories of the sum of their positive rewards, Σ max(r, 0);
 - `variance_per_prompt`: mean, over prompts with >= 2 trajectories, of the population variance of their returns;
 - `signal_ratio`: fraction of those prompts whose returns are not all equal (GRPO gets a gradient from them).
@@ -17,8 +19,9 @@ Trajectories that ended in an infrastructure failure (env init/step failure, tim
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import fmean, pvariance
+from typing import Any
 
 Reward = float | Sequence[float]
 
@@ -38,17 +41,25 @@ def trajectory_outcome(reward: Reward) -> float:
     return float(reward[-1]) if len(reward) else 0.0
 
 
+def trajectory_solved(reward: Reward, env_metrics: Mapping[str, Any] | None = None) -> bool:
+    if env_metrics and env_metrics.get("success") is not None:
+        return bool(env_metrics["success"])
+    return trajectory_outcome(reward) > 0
+
+
 def _positive_part(reward: Reward) -> float:
     values = [reward] if isinstance(reward, int | float) else reward
     return float(sum(max(float(r), 0.0) for r in values))
 
 
-def _group_metrics(rewards: list[Reward], uids: list[str], n: int) -> dict[str, float]:
+def _group_metrics(
+    rewards: list[Reward], uids: list[str], n: int, env_metrics: list[Mapping[str, Any] | None]
+) -> dict[str, float]:
     returns_by_uid: dict[str, list[float]] = defaultdict(list)
     solved_by_uid: dict[str, bool] = defaultdict(bool)
-    for reward, uid in zip(rewards, uids, strict=True):
+    for reward, uid, env in zip(rewards, uids, env_metrics, strict=True):
         returns_by_uid[uid].append(trajectory_return(reward))
-        solved_by_uid[uid] |= trajectory_outcome(reward) > 0
+        solved_by_uid[uid] |= trajectory_solved(reward, env)
     multi = [values for values in returns_by_uid.values() if len(values) >= 2]
     return {
         "avg_raw_reward": fmean(trajectory_return(r) for r in rewards),
@@ -65,6 +76,7 @@ def compute_reward_metrics(
     n_samples_per_prompt: int,
     data_sources: Sequence[str | None] | None = None,
     include: Sequence[bool] | None = None,
+    env_metrics: Sequence[Mapping[str, Any] | None] | None = None,
 ) -> dict[str, float]:
     """Metrics over all included trajectories (keys as above) and per data source (`<data_source>/<key>`).
 
@@ -73,12 +85,18 @@ def compute_reward_metrics(
     keep = [i for i in range(len(rewards)) if include is None or include[i]]
     if not keep:
         return {}
-    metrics = _group_metrics([rewards[i] for i in keep], [uids[i] for i in keep], n_samples_per_prompt)
+    envs = list(env_metrics) if env_metrics is not None else [None] * len(rewards)
+
+    def group(indices: list[int]) -> dict[str, float]:
+        return _group_metrics(
+            [rewards[i] for i in indices], [uids[i] for i in indices], n_samples_per_prompt, [envs[i] for i in indices]
+        )
+
+    metrics = group(keep)
     if data_sources is not None:
         by_source: dict[str, list[int]] = defaultdict(list)
         for i in keep:
             by_source[sanitize_metric_key(data_sources[i])].append(i)
         for source, indices in sorted(by_source.items()):
-            group = _group_metrics([rewards[i] for i in indices], [uids[i] for i in indices], n_samples_per_prompt)
-            metrics.update({f"{source}/{key}": value for key, value in group.items()})
+            metrics.update({f"{source}/{key}": value for key, value in group(indices).items()})
     return metrics

@@ -2,6 +2,7 @@
 
 import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,15 +68,23 @@ def test_unknown_resume_mode_is_named():
         ResumeMode.parse("lastest")
 
 
-def test_pointer_to_a_missing_folder_is_an_error_naming_both(tmp_path):
+def test_pointer_to_a_missing_folder_falls_back_to_the_newest_local_checkpoint(tmp_path, caplog):
+    manager = CheckpointManager(tmp_path)
+    manager.save(2, write_state(2))
+    manager.save(4, write_state(4))
+    shutil.rmtree(tmp_path / "global_step_4")
+    assert manager.resolve_resume("latest") == tmp_path / "global_step_2"
+    assert (tmp_path / LATEST_CKPT_FILE).read_text() == "2\n"
+    assert "names step 4 but" in caplog.text and "falling back to the newest local checkpoint, step 2" in caplog.text
+
+
+def test_pointer_to_a_missing_folder_and_no_other_copy_starts_fresh(tmp_path, caplog):
     manager = CheckpointManager(tmp_path)
     manager.save(4, write_state(4))
-    (tmp_path / "global_step_4" / "policy" / "model.bin").unlink()
-    (tmp_path / "global_step_4" / "policy").rmdir()
-    (tmp_path / "global_step_4" / "trainer_state.txt").unlink()
-    (tmp_path / "global_step_4").rmdir()
-    with pytest.raises(CheckpointError, match="names step 4 but .*global_step_4 does not exist"):
-        manager.resolve_resume("latest")
+    shutil.rmtree(tmp_path / "global_step_4")
+    assert manager.resolve_resume("latest") is None
+    assert listing(tmp_path) == []
+    assert "no copy of checkpoint step 4 exists anywhere: starting fresh" in caplog.text
 
 
 def test_failed_write_keeps_the_previous_checkpoint(tmp_path):

@@ -205,11 +205,11 @@ def test_resume_from_path_needs_a_path():
     assert "trainer.resume_path" in only_problem("trainer.resume_mode=from_path")
 
 
-def test_s3_settings_without_a_bucket_are_errors():
-    problems = problems_of("trainer.s3.prefix=p", "trainer.resume_run_name=old_run")
+def test_s3_upload_settings_are_checked():
+    problems = problems_of("trainer.s3.upload_attempts=0", "trainer.s3.flush_timeout_seconds=-1")
     assert problems == [
-        "trainer.s3.prefix is set but trainer.s3.bucket is null (S3 is off).",
-        "trainer.resume_run_name needs S3: set trainer.s3.bucket.",
+        "trainer.s3.upload_attempts must be >= 1, got 0.",
+        "trainer.s3.flush_timeout_seconds must be >= 0, got -1.0.",
     ]
 
 

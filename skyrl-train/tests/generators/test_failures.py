@@ -42,7 +42,13 @@ async def test_env_init_failure_gives_a_placeholder_and_closes_the_env(make_gene
     assert out["stop_reasons"] == ["env_init_failed"]
     assert (out["response_ids"], out["loss_masks"], out["rewards"]) == ([[EOS]], [[0]], [[0.0]])
     assert out["env_metrics"] == [
-        {"empty_responses": 0, "env_init_failed": 1, "env_step_failed": 0, "trajectory_timeout": 0}
+        {
+            "empty_responses": 0,
+            "env_init_failed": 1,
+            "env_step_failed": 0,
+            "trajectory_timeout": 0,
+            "tool_server_failed": 0,
+        }
     ]
     assert scripted_envs[0].close_calls == 1
 

@@ -11,13 +11,14 @@ FOUR = [1589, 314, 216, 36, 30]
 """It is 4."""
 
 
-def counters(empty=0, init=0, step=0, timeout=0, **env_metrics):
+def counters(empty=0, init=0, step=0, timeout=0, tool_server=0, **env_metrics):
     return {
         **env_metrics,
         "empty_responses": empty,
         "env_init_failed": init,
         "env_step_failed": step,
         "trajectory_timeout": timeout,
+        "tool_server_failed": tool_server,
     }
 
 
@@ -43,14 +44,17 @@ def test_rollout_metrics_of_a_mixed_batch(scripted_envs):
         "generate/env_init_failures": 1,
         "generate/env_step_failures": 0,
         "generate/trajectory_timeouts": 1,
+        "generate/tool_server_failures": 0,
         "environment/test_scripted/empty_responses": 3,
         "environment/test_scripted/env_init_failures": 1,
         "environment/test_scripted/env_step_failures": 0,
         "environment/test_scripted/trajectory_timeouts": 0,
+        "environment/test_scripted/tool_server_failures": 0,
         "environment/test_scripted_async/empty_responses": 0,
         "environment/test_scripted_async/env_init_failures": 0,
         "environment/test_scripted_async/env_step_failures": 0,
         "environment/test_scripted_async/trajectory_timeouts": 1,
+        "environment/test_scripted_async/tool_server_failures": 0,
         "environment/test_scripted/turns": 2.0,  # mean over the two episodes whose env ran
     }
 
@@ -94,5 +98,12 @@ async def test_env_metrics_are_the_envs_plus_generator_counters(make_generator, 
     generator, _ = make_generator([FOUR + [EOS]])
     out = await generator.generate(batch(script=[step(1.0, done=True)]))
     assert out["env_metrics"] == [
-        {"turns": 1, "empty_responses": 0, "env_init_failed": 0, "env_step_failed": 0, "trajectory_timeout": 0}
+        {
+            "turns": 1,
+            "empty_responses": 0,
+            "env_init_failed": 0,
+            "env_step_failed": 0,
+            "trajectory_timeout": 0,
+            "tool_server_failed": 0,
+        }
     ]

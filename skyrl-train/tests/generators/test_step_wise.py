@@ -38,7 +38,14 @@ async def test_only_the_last_row_is_the_last_step_and_carries_env_metrics(make_g
     assert out["is_last_step"] == [False, True]
     assert out["env_metrics"] == [
         {},
-        {"turns": 2, "empty_responses": 0, "env_init_failed": 0, "env_step_failed": 0, "trajectory_timeout": 0},
+        {
+            "turns": 2,
+            "empty_responses": 0,
+            "env_init_failed": 0,
+            "env_step_failed": 0,
+            "trajectory_timeout": 0,
+            "tool_server_failed": 0,
+        },
     ]
     assert [tid.to_string() for tid in out["trajectory_ids"]] == ["q_0", "q_0"]
 

@@ -56,3 +56,19 @@ def test_excluded_trajectories_do_not_count():
 
 def test_nothing_included_gives_no_metrics():
     assert compute_reward_metrics([0.0], ["a"], 1, include=[False]) == {}
+
+
+def test_pass_at_n_uses_the_envs_success_metric_when_it_reports_one():
+    # Both prompts earn positive (graded) rewards, but only prompt "b" has a trajectory the env calls a success.
+    metrics = compute_reward_metrics(
+        [0.3, 0.3, 0.3, 1.0],
+        ["a", "a", "b", "b"],
+        2,
+        env_metrics=[{"success": 0}, {"success": 0}, {"success": 0}, {"success": 1}],
+    )
+    assert metrics["pass_at_2"] == 0.5
+
+
+def test_pass_at_n_falls_back_to_a_positive_outcome_without_a_success_metric():
+    metrics = compute_reward_metrics([0.3, 0.0], ["a", "b"], 1, env_metrics=[{"turns": 2}, {}])
+    assert metrics["pass_at_1"] == 0.5

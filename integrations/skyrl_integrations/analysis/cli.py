@@ -1,0 +1,85 @@
+"""`skyrl-analyze-evals`: summarise a run's eval dumps (local folder or `s3://.../evals/<run>`).
+
+    skyrl-analyze-evals ~/exports/dumped_evals --step 0 --step 40 --json summary.json --html report.html
+    skyrl-analyze-evals s3://skyrl-trajectories/evals/my_run --endpoint-url http://localhost:9000
+
+Prints, per environment and overall, for each step: trajectories, pass@k, any success, mean score, average
+turns and tool calls, stop reasons and failure categories with example snippets; with two or more steps, the
+change from the first to the last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from skyrl_integrations.analysis.dumps import DumpError, load_eval_dumps
+from skyrl_integrations.analysis.metrics import analyze
+from skyrl_integrations.analysis.report import format_html, format_text
+from skyrl_train.utils.fs import atomic_write_text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="skyrl-analyze-evals",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("location", help="export folder, dumped_evals/, one step folder, or s3://bucket/evals/<run>")
+    parser.add_argument(
+        "--step",
+        action="append",
+        dest="steps",
+        metavar="STEP",
+        help="step to analyse (a global step number or 'eval_only'); repeat to compare; default: every step",
+    )
+    parser.add_argument("--json", type=Path, help="write the full summary (with examples) as JSON here")
+    parser.add_argument("--html", type=Path, help="write an HTML report with plots here")
+    parser.add_argument(
+        "--success-threshold",
+        type=float,
+        default=None,
+        help="count a trajectory as a success when its return (summed per-token rewards) is above this; default: "
+        "the env's success metric if dumped, else final reward > 0 (as the trainer's pass_at_n)",
+    )
+    parser.add_argument(
+        "--group-by",
+        choices=("data_source", "env_class"),
+        default="data_source",
+        help="what an 'environment' is (default data_source, the fork's env key)",
+    )
+    parser.add_argument("--examples", type=int, default=3, help="example snippets kept per category (default 3)")
+    parser.add_argument("--endpoint-url", help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL, else AWS)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        steps = load_eval_dumps(args.location, args.endpoint_url)
+    except DumpError as exc:
+        print(f"skyrl-analyze-evals: error: {exc}", file=sys.stderr)
+        return 1
+    if args.steps:
+        unknown = [step for step in args.steps if step not in steps]
+        if unknown:
+            print(
+                f"skyrl-analyze-evals: error: step(s) {', '.join(unknown)} not in {args.location} "
+                f"(found: {', '.join(steps)})",
+                file=sys.stderr,
+            )
+            return 1
+        steps = {step: steps[step] for step in dict.fromkeys(args.steps)}
+    summary = {"source": args.location, **analyze(steps, args.group_by, args.success_threshold, args.examples)}
+    print(format_text(summary), end="")
+    if args.json is not None:
+        atomic_write_text(args.json, json.dumps(summary, indent=1) + "\n")
+    if args.html is not None:
+        atomic_write_text(args.html, format_html(summary, f"Eval analysis: {args.location}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

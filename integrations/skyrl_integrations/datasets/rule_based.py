@@ -1,0 +1,708 @@
+"""Rule-based synthetic tasks over the bundled MCP servers, with ground truth computed by calling the servers.
+
+Each template (``TEMPLATES``) samples a natural question from the servers' data (tickers and trading days, corpus
+entities, the Slack workspace, small maths problems) together with the tool calls that answer it. The generator then
+*runs those calls* against the real server processes (``MCPToolGroup``) and reads the expected answer out of their
+outputs; a call that fails is a generator bug and stops the run, a draft whose outputs do not support an answer
+(e.g. a search that does not surface the page) is dropped.
+
+Complexities: ``single`` (one call), ``multi_step`` (several calls on one server, e.g. two prices and a
+difference, or a search then the page), ``cross_server`` (e.g. find a company's ticker with web search, then its
+price). Rows follow ``schema.TaskRow``; ``data_source`` is ``mcp/<server of the first call>``.
+
+Free-text arguments (a search query, a Python program) are not part of a row's ``params``: any query or program
+that gets the answer is right. Every other argument (ticker, date, URL, thread ts, ...) is.
+
+Train and validation come from one stream of distinct questions, split by the hash of ``task_id``
+(``io.split_for``), so no question is in both and the same seed gives byte-identical files::
+
+    python -m skyrl_integrations.datasets.rule_based --output-dir data/mcp --train-size 512 --val-size 64 \\
+        --seed 0 --complexities single --servers market
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from skyrl_integrations.datasets.io import split_for, write_dataset
+from skyrl_integrations.datasets.schema import COMPLEXITIES, TaskRow, ToolStep
+
+__all__ = [
+    "SYSTEM_PROMPT",
+    "TEMPLATES",
+    "Call",
+    "Draft",
+    "TaskGenerationError",
+    "Template",
+    "ToolRunner",
+    "generate_tasks",
+    "main",
+]
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant with tools. Use the tools to look up what you need, then give the final answer "
+    "as a short plain message."
+)
+FREE_TEXT_ARGUMENTS: dict[tuple[str, str], frozenset[str]] = {
+    ("search", "web_search"): frozenset({"query", "max_results"}),
+    ("python", "run_python"): frozenset({"code", "timeout_s"}),
+    ("slack", "search_messages"): frozenset({"query"}),
+}
+"""Arguments left out of a row's ``params``: the model's own wording of them is as good as ours."""
+EXTRA_TOOL_BUDGET = 3
+"""``limits.max_tools`` = steps + this: room for a lookup or a retry with another tool before the reward is capped."""
+MAX_ATTEMPTS_PER_TASK = 40
+
+
+class TaskGenerationError(RuntimeError):
+    """Tasks cannot be generated: bad options, a failing tool call, or too few distinct questions."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call of a draft. ``arguments`` may be a function of the previous calls' outputs (dependent steps)."""
+
+    server: str
+    tool: str
+    arguments: dict[str, Any] | Callable[[list[Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A question, the calls that answer it and how to read the answer from their outputs (``None``: drop it)."""
+
+    question: str
+    calls: tuple[Call, ...]
+    answer: Callable[[list[Any]], str | None]
+    answer_match: str = "numeric"
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    complexity: str
+    servers: tuple[str, ...]
+    make: Callable[[random.Random, Universe], Draft]
+
+
+TEMPLATES: dict[str, Template] = {}
+
+
+def _template(name: str, complexity: str, *servers: str):
+    def register(make: Callable[[random.Random, Universe], Draft]) -> Callable[[random.Random, Universe], Draft]:
+        TEMPLATES[name] = Template(name, complexity, servers, make)
+        return make
+
+    return register
+
+
+# ----------------------------------------------------------------------------------------------- sampling data
+
+
+class Universe:
+    """What templates sample from: the servers' own data modules, loaded on first use."""
+
+    @cached_property
+    def market(self):
+        from skyrl_integrations.mcp.servers.market.data import MARKET
+
+        return MARKET
+
+    @cached_property
+    def tickers(self) -> list[str]:
+        return sorted(self.market.companies)
+
+    @cached_property
+    def stock_days(self) -> list[str]:
+        return [d.isoformat() for d in self.market.trading_days]
+
+    @cached_property
+    def crypto_days(self) -> list[str]:
+        return sorted(d.isoformat() for d in self.market.crypto["BTCUSD"])
+
+    @cached_property
+    def corpus(self) -> dict[str, list[dict]]:
+        from skyrl_integrations.mcp.servers.search.corpus import load_corpus
+
+        by_kind: dict[str, list[dict]] = {}
+        for doc in load_corpus():
+            by_kind.setdefault(doc["kind"], []).append(doc)
+        return by_kind
+
+    @cached_property
+    def slack(self):
+        from skyrl_integrations.mcp.servers.slack.seed import build_workspace
+
+        return build_workspace()
+
+
+def _number(value: float | int) -> str:
+    """A number as an answer string: integers plain, others with up to 4 decimals and no trailing zeros."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.4f}".rstrip("0").rstrip(".")
+
+
+_NUMBER_TEXT = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _mentions(output: Any, value: Any) -> bool:
+    """Whether a tool output (JSON or text) states ``value`` (numbers compared as numbers: "16,258" == 16258)."""
+    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    if isinstance(value, int | float):
+        return any(float(m.replace(",", "")) == float(value) for m in _NUMBER_TEXT.findall(text))
+    return str(value).casefold() in text.casefold()
+
+
+def _fact_if_stated(value: Any, *outputs: Any) -> str | None:
+    """``value`` as the expected answer when one of ``outputs`` states it, else ``None`` (the draft is dropped)."""
+    if not any(_mentions(output, value) for output in outputs):
+        return None
+    return _number(value) if isinstance(value, int | float) else str(value)
+
+
+# ----------------------------------------------------------------------------------------------- market
+
+
+_STOCK_FIELDS = {
+    "close_price": ("close", "What was the closing price of {t} on {d}?"),
+    "open_price": ("open", "What was the opening price of {t} on {d}?"),
+    "high_price": ("high", "What was the highest price of {t} on {d}?"),
+    "volume": ("volume", "How many {t} shares traded on {d}?"),
+}
+
+
+def _stock_field_template(name: str, key: str, question: str) -> None:
+    @_template(name, "single", "market")
+    def make(rng: random.Random, u: Universe) -> Draft:
+        ticker, day = rng.choice(u.tickers), rng.choice(u.stock_days)
+        call = Call("market", "get_stock_price", {"ticker": ticker, "date": day})
+        return Draft(question.format(t=ticker, d=day), (call,), lambda out: _number(out[0][key]))
+
+
+for _name, (_key, _question) in _STOCK_FIELDS.items():
+    _stock_field_template(_name, _key, _question)
+
+
+@_template("crypto_close", "single", "market")
+def _crypto_close(rng: random.Random, u: Universe) -> Draft:
+    pair = rng.choice(sorted(u.market.crypto_pairs.values(), key=lambda p: p.symbol))
+    day = rng.choice(u.crypto_days)
+    call = Call("market", "get_crypto_price", {"symbol": pair.symbol, "date": day})
+    question = f"What was the closing price of {pair.name} ({pair.symbol}) on {day}?"
+    return Draft(question, (call,), lambda out: _number(out[0]["close"]))
+
+
+@_template("employees", "single", "market")
+def _employees(rng: random.Random, u: Universe) -> Draft:
+    ticker = rng.choice(u.tickers)
+    call = Call("market", "get_company_profile", {"ticker": ticker})
+    return Draft(f"How many employees does {ticker} have?", (call,), lambda out: _number(out[0]["employees"]))
+
+
+@_template("sector", "single", "market")
+def _sector(rng: random.Random, u: Universe) -> Draft:
+    ticker = rng.choice(u.tickers)
+    call = Call("market", "get_company_profile", {"ticker": ticker})
+    return Draft(f"Which sector is {ticker} in?", (call,), lambda out: out[0]["sector"], "contains")
+
+
+_FINANCIAL_FIELDS = {
+    "revenue": ("revenue_usd_millions", "What was {t}'s revenue in {p}, in millions of USD?"),
+    "net_income": ("net_income_usd_millions", "What was {t}'s net income in {p}, in millions of USD?"),
+    "eps": ("eps", "What was {t}'s earnings per share (EPS) in {p}?"),
+}
+_PERIODS = ("2023-Q1", "2023-Q2", "2023-Q3", "2023-Q4", "2024-Q1", "2024-Q2", "2024-Q3", "2024-Q4", "FY2023", "FY2024")
+
+
+def _financial_template(name: str, key: str, question: str) -> None:
+    @_template(name, "single", "market")
+    def make(rng: random.Random, u: Universe) -> Draft:
+        ticker, period = rng.choice(u.tickers), rng.choice(_PERIODS)
+        call = Call("market", "get_financials", {"ticker": ticker, "period": period})
+        return Draft(question.format(t=ticker, p=period), (call,), lambda out: _number(out[0][key]))
+
+
+for _name, (_key, _question) in _FINANCIAL_FIELDS.items():
+    _financial_template(_name, _key, _question)
+
+
+@_template("max_close_in_week", "single", "market")
+def _max_close_in_week(rng: random.Random, u: Universe) -> Draft:
+    ticker = rng.choice(u.tickers)
+    start = rng.randrange(len(u.stock_days) - 5)
+    first, last = u.stock_days[start], u.stock_days[start + 4]
+    call = Call("market", "get_price_history", {"ticker": ticker, "start_date": first, "end_date": last})
+    question = f"What was the highest closing price of {ticker} between {first} and {last}?"
+    return Draft(question, (call,), lambda out: _number(max(r["close"] for r in out[0]["results"])))
+
+
+@_template("close_change", "multi_step", "market")
+def _close_change(rng: random.Random, u: Universe) -> Draft:
+    ticker = rng.choice(u.tickers)
+    first, second = sorted(rng.sample(u.stock_days, 2))
+    calls = (
+        Call("market", "get_stock_price", {"ticker": ticker, "date": first}),
+        Call("market", "get_stock_price", {"ticker": ticker, "date": second}),
+    )
+    question = f"What is {ticker}'s closing price on {second} minus its closing price on {first}?"
+    return Draft(question, calls, lambda out: _number(round(out[1]["close"] - out[0]["close"], 2)))
+
+
+@_template("combined_close", "multi_step", "market")
+def _combined_close(rng: random.Random, u: Universe) -> Draft:
+    first, second = rng.sample(u.tickers, 2)
+    day = rng.choice(u.stock_days)
+    calls = (
+        Call("market", "get_stock_price", {"ticker": first, "date": day}),
+        Call("market", "get_stock_price", {"ticker": second, "date": day}),
+    )
+    question = f"What was the sum of the closing prices of {first} and {second} on {day}?"
+    return Draft(question, calls, lambda out: _number(round(out[0]["close"] + out[1]["close"], 2)))
+
+
+@_template("crypto_change", "multi_step", "market")
+def _crypto_change(rng: random.Random, u: Universe) -> Draft:
+    pair = rng.choice(sorted(u.market.crypto_pairs))
+    first, second = sorted(rng.sample(u.crypto_days, 2))
+    calls = (
+        Call("market", "get_crypto_price", {"symbol": pair, "date": first}),
+        Call("market", "get_crypto_price", {"symbol": pair, "date": second}),
+    )
+    question = f"What is {pair}'s closing price on {second} minus its closing price on {first}?"
+    return Draft(question, calls, lambda out: _number(round(out[1]["close"] - out[0]["close"], 4)))
+
+
+@_template("revenue_change", "multi_step", "market")
+def _revenue_change(rng: random.Random, u: Universe) -> Draft:
+    ticker = rng.choice(u.tickers)
+    year = rng.choice((2023, 2024))
+    quarter = rng.randrange(1, 4)
+    first, second = f"{year}-Q{quarter}", f"{year}-Q{quarter + 1}"
+    calls = (
+        Call("market", "get_financials", {"ticker": ticker, "period": first}),
+        Call("market", "get_financials", {"ticker": ticker, "period": second}),
+    )
+    question = f"By how many millions of USD did {ticker}'s revenue change from {first} to {second}?"
+    key = "revenue_usd_millions"
+    return Draft(question, calls, lambda out: _number(round(out[1][key] - out[0][key], 1)))
+
+
+# ----------------------------------------------------------------------------------------------- search
+
+_SEARCH_FACTS = {
+    # name: (document kind, fact, question, answer match, answer in the snippet (single) or page only (multi_step))
+    "town_population": ("town", "population", "What is the population of {e}?", "numeric", True),
+    "town_founded": ("town", "founded", "In what year was the town of {e} founded?", "numeric", True),
+    "town_river": ("town", "river", "Which river is the town of {e} on?", "contains", True),
+    "company_founded": ("company", "founded", "In what year was {e} founded?", "numeric", True),
+    "company_ceo": ("company", "ceo", "Who is the chief executive of {e}?", "contains", True),
+    "company_hq": ("company", "hq", "In which town is {e} headquartered?", "contains", True),
+    "product_maker": ("product", "maker", "Which company makes the {e}?", "contains", True),
+    "product_price": ("product", "price_usd", "What was the launch price of the {e}, in USD?", "numeric", True),
+    "person_born": ("person", "born", "In what year was {e} born?", "numeric", True),
+    "listed_ticker": ("listed_company", "ticker", "What is the stock ticker of {e}?", "contains", True),
+    "town_elevation": ("town", "elevation_m", "At what elevation, in metres, is the centre of {e}?", "numeric", False),
+    "person_award_year": ("person", "award_year", "In what year did {e} receive their award?", "numeric", False),
+    "product_warranty": (
+        "product",
+        "warranty_years",
+        "How many years of warranty come with the {e}?",
+        "numeric",
+        False,
+    ),
+    "listed_ceo": ("listed_company", "ceo", "Who is the chief executive of {e}?", "contains", False),
+}
+
+
+def _search_fact_template(name: str, kind: str, fact: str, question: str, match: str, in_snippet: bool) -> None:
+    @_template(name, "single" if in_snippet else "multi_step", "search")
+    def make(rng: random.Random, u: Universe) -> Draft:
+        doc = rng.choice(u.corpus[kind])
+        value = doc["facts"][fact]
+        search = Call("search", "web_search", {"query": doc["entity"], "max_results": 3})
+        text = question.format(e=doc["entity"])
+        if in_snippet:
+
+            def snippet_answer(out: list[Any]) -> str | None:
+                result = _result_for(out[0], doc["url"])
+                return None if result is None else _fact_if_stated(value, result)
+
+            return Draft(text, (search,), snippet_answer, match)
+
+        def fetch_args(out: list[Any]) -> dict[str, Any]:
+            return {"url": doc["url"]}
+
+        def answer(out: list[Any]) -> str | None:
+            if _result_for(out[0], doc["url"]) is None or _mentions(out[0], value):
+                return None  # the page must be found by the search, and the fact must need the page
+            return _fact_if_stated(value, out[1])
+
+        return Draft(text, (search, Call("search", "fetch_page", fetch_args)), answer, match)
+
+
+def _result_for(search_output: dict, url: str) -> dict | None:
+    """The search result for ``url``, or ``None`` when the search did not return that page."""
+    return next((r for r in search_output["results"] if r["url"] == url), None)
+
+
+for _name, _spec in _SEARCH_FACTS.items():
+    _search_fact_template(_name, *_spec)
+
+
+# ----------------------------------------------------------------------------------------------- search + market
+
+
+def _listed_docs(u: Universe, kind: str) -> list[dict]:
+    return [d for d in u.corpus[kind] if "ticker" in d["facts"]]
+
+
+@_template("product_maker_close", "cross_server", "search", "market")
+def _product_maker_close(rng: random.Random, u: Universe) -> Draft:
+    doc = rng.choice(_listed_docs(u, "listed_product"))
+    ticker, day = doc["facts"]["ticker"], rng.choice(u.stock_days)
+    calls = (
+        Call("search", "web_search", {"query": f"{doc['entity']} maker", "max_results": 3}),
+        Call("market", "get_stock_price", {"ticker": ticker, "date": day}),
+    )
+    question = f"The {doc['entity']} is made by a listed company. What was that company's closing price on {day}?"
+    return Draft(question, calls, lambda out: _number(out[1]["close"]) if _mentions(out[0], ticker) else None)
+
+
+@_template("company_revenue", "cross_server", "search", "market")
+def _company_revenue(rng: random.Random, u: Universe) -> Draft:
+    doc = rng.choice(_listed_docs(u, "listed_company"))
+    ticker, period = doc["facts"]["ticker"], rng.choice(_PERIODS)
+    calls = (
+        Call("search", "web_search", {"query": f"{doc['entity']} stock ticker", "max_results": 3}),
+        Call("market", "get_financials", {"ticker": ticker, "period": period}),
+    )
+    question = f"Find the stock ticker of {doc['entity']}, then tell me its revenue in {period} in millions of USD."
+    key = "revenue_usd_millions"
+    return Draft(question, calls, lambda out: _number(out[1][key]) if _mentions(out[0], ticker) else None)
+
+
+# ----------------------------------------------------------------------------------------------- python
+
+_PYTHON_PROBLEMS = {
+    # name: (question, program printing the answer, parameter range)
+    "sum_of_squares": ("What is the sum of the squares of the integers from 1 to {n}?",
+                       "print(sum(i * i for i in range(1, {n} + 1)))", (50, 5000)),
+    "fibonacci": ("What is the {n}th Fibonacci number, with F(1) = F(2) = 1?",
+                  "a, b = 0, 1\nfor _ in range({n}):\n    a, b = b, a + b\nprint(a)", (30, 90)),
+    "prime_count": ("How many prime numbers are smaller than {n}?",
+                    "n = {n}\nprint(sum(all(k % d for d in range(2, int(k ** 0.5) + 1)) for k in range(2, n)))",
+                    (100, 20000)),
+    "digit_sum_power": ("What is the sum of the digits of 2 to the power {n}?",
+                        "print(sum(int(c) for c in str(2 ** {n})))", (50, 1000)),
+    "factorial_mod": ("What is {n} factorial modulo 1000007?",
+                      "import math\nprint(math.factorial({n}) % 1000007)", (20, 3000)),
+}  # fmt: skip
+
+
+def _python_template(name: str, question: str, program: str, bounds: tuple[int, int]) -> None:
+    @_template(name, "single", "python")
+    def make(rng: random.Random, u: Universe) -> Draft:
+        n = rng.randrange(*bounds)
+        call = Call("python", "run_python", {"code": program.format(n=n)})
+        return Draft(question.format(n=n), (call,), lambda out: _python_stdout_number(out[0]))
+
+
+def _python_stdout_number(output: dict) -> str | None:
+    text = str(output.get("stdout", "")).strip()
+    return text if output.get("exit_code") == 0 and re.fullmatch(r"-?\d+(?:\.\d+)?", text) else None
+
+
+for _name, _spec in _PYTHON_PROBLEMS.items():
+    _python_template(_name, *_spec)
+
+
+@_template("mean_close", "cross_server", "market", "python")
+def _mean_close(rng: random.Random, u: Universe) -> Draft:
+    ticker = rng.choice(u.tickers)
+    start = rng.randrange(len(u.stock_days) - 10)
+    first, last = u.stock_days[start], u.stock_days[start + 9]
+
+    def program(out: list[Any]) -> dict[str, Any]:
+        closes = [r["close"] for r in out[0]["results"]]
+        return {"code": f"closes = {closes}\nprint(round(sum(closes) / len(closes), 2))"}
+
+    calls = (
+        Call("market", "get_price_history", {"ticker": ticker, "start_date": first, "end_date": last}),
+        Call("python", "run_python", program),
+    )
+    question = f"What was the average closing price of {ticker} from {first} to {last}, rounded to 2 decimals?"
+    return Draft(question, calls, lambda out: _python_stdout_number(out[1]))
+
+
+# ----------------------------------------------------------------------------------------------- slack
+
+
+def _slack_parents(u: Universe, pattern: str) -> list:
+    return [m for m in u.slack.messages if m.thread_ts is None and re.search(pattern, m.text)]
+
+
+@_template("user_title", "single", "slack")
+def _user_title(rng: random.Random, u: Universe) -> Draft:
+    user = rng.choice([user for user in u.slack.users if not user.is_bot])
+    call = Call("slack", "get_user", {"user": user.name})
+    return Draft(f"What is {user.real_name}'s job title?", (call,), lambda out: out[0]["title"], "contains")
+
+
+@_template("latest_deploy", "single", "slack")
+def _latest_deploy(rng: random.Random, u: Universe) -> Draft:
+    service = rng.choice(sorted({m.group(1) for m in map(_DEPLOY.search, _texts(u)) if m}))
+    environment = rng.choice(("production", "staging"))
+    call = Call("slack", "search_messages", {"query": f"Deployed {service} {environment}"})
+    question = f"Which version of {service} was deployed to {environment} most recently?"
+    return Draft(question, (call,), lambda out: _latest_version(out[0], service, environment), "contains")
+
+
+_DEPLOY = re.compile(r"^Deployed (\S+) (v[\d.]+) to (\w+)")
+
+
+def _texts(u: Universe) -> Iterable[str]:
+    return (m.text for m in u.slack.messages)
+
+
+def _latest_version(output: dict, service: str, environment: str) -> str | None:
+    for match in output["matches"]:  # newest first
+        found = _DEPLOY.search(match["text"])
+        if found and found.group(1) == service and found.group(3) == environment:
+            return found.group(2)
+    return None
+
+
+@_template("incident_root_cause", "multi_step", "slack")
+def _incident_root_cause(rng: random.Random, u: Universe) -> Draft:
+    incident = re.match(r"INC-\d+", rng.choice(_slack_parents(u, r"^INC-\d+")).text).group(0)
+
+    def thread_args(out: list[Any]) -> dict[str, Any]:
+        return {"channel": "incidents", "ts": _only_match(out[0])["ts"]}
+
+    def answer(out: list[Any]) -> str | None:
+        causes = [re.match(r"Root cause: (.+)\.$", m["text"]) for m in out[1]["messages"]]
+        return next((c.group(1) for c in causes if c), None)
+
+    calls = (Call("slack", "search_messages", {"query": incident}), Call("slack", "read_thread", thread_args))
+    return Draft(f"What was the root cause of {incident}?", calls, answer, "contains")
+
+
+@_template("incident_duration", "multi_step", "slack")
+def _incident_duration(rng: random.Random, u: Universe) -> Draft:
+    incident = re.match(r"INC-\d+", rng.choice(_slack_parents(u, r"^INC-\d+")).text).group(0)
+
+    def thread_args(out: list[Any]) -> dict[str, Any]:
+        return {"channel": "incidents", "ts": _only_match(out[0])["ts"]}
+
+    def answer(out: list[Any]) -> str | None:
+        found = [re.match(r"Resolved after (\d+) minutes", m["text"]) for m in out[1]["messages"]]
+        return next((f.group(1) for f in found if f), None)
+
+    calls = (Call("slack", "search_messages", {"query": incident}), Call("slack", "read_thread", thread_args))
+    return Draft(f"How many minutes did it take to resolve {incident}?", calls, answer)
+
+
+def _only_match(output: dict) -> dict:
+    if output["total"] != 1:
+        raise TaskGenerationError(f"expected exactly one Slack message for {output['query']!r}, got {output['total']}")
+    return output["matches"][0]
+
+
+# ----------------------------------------------------------------------------------------------- running
+
+
+class ToolRunner:
+    """Calls the bundled servers (one ``MCPToolGroup`` per server) and returns parsed outputs; a tool error raises."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, Any] = {}
+
+    def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
+        from skyrl_integrations.mcp.client import MCPToolGroup
+        from skyrl_integrations.mcp.spec import MCPServerSpec
+
+        if server not in self._groups:
+            self._groups[server] = MCPToolGroup(MCPServerSpec.bundled(server), max_output_chars=100_000)
+        result = self._groups[server].call_tool(tool, arguments)
+        if result.is_error:
+            raise TaskGenerationError(f"{server}.{tool}({arguments}) failed ({result.error_kind}): {result.text}")
+        try:
+            return json.loads(result.text)
+        except json.JSONDecodeError:
+            return result.text
+
+    def close(self) -> None:
+        for group in self._groups.values():
+            group.close()
+        self._groups.clear()
+
+
+@dataclass
+class _Options:
+    complexities: tuple[str, ...]
+    servers: tuple[str, ...]
+    templates: dict[str, list[Template]] = field(default_factory=dict)
+
+
+def _options(complexities: Sequence[str], servers: Sequence[str], names: Sequence[str] | None) -> _Options:
+    unknown = sorted(set(complexities) - set(COMPLEXITIES))
+    if unknown or not complexities:
+        raise TaskGenerationError(f"complexities must be a non-empty subset of {list(COMPLEXITIES)}, got {unknown}")
+    known_servers = sorted({s for t in TEMPLATES.values() for s in t.servers})
+    unknown = sorted(set(servers) - set(known_servers))
+    if unknown or not servers:
+        raise TaskGenerationError(f"servers must be a non-empty subset of {known_servers}, got {list(servers)}")
+    unknown = sorted(set(names or ()) - set(TEMPLATES))
+    if unknown:
+        raise TaskGenerationError(f"unknown templates {unknown}; templates: {sorted(TEMPLATES)}")
+    options = _Options(tuple(complexities), tuple(servers))
+    for complexity in complexities:
+        eligible = [
+            t
+            for t in TEMPLATES.values()
+            if t.complexity == complexity and set(t.servers) <= set(servers) and (names is None or t.name in names)
+        ]
+        if not eligible:
+            hint = "; cross_server tasks need two servers, e.g. search,market" if complexity == "cross_server" else ""
+            chosen = "" if names is None else f" among templates {list(names)}"
+            raise TaskGenerationError(f"no {complexity} templates use only the servers {list(servers)}{chosen}{hint}")
+        options.templates[complexity] = eligible
+    return options
+
+
+def _task_id(draft: Draft, template: Template, steps: Sequence[ToolStep]) -> str:
+    digest = hashlib.sha1(draft.question.encode("utf-8")).hexdigest()[:10]
+    return f"{steps[0].server}-{template.name}-{digest}"
+
+
+def _run(draft: Draft, template: Template, runner: ToolRunner) -> tuple[list[ToolStep], str] | None:
+    outputs: list[Any] = []
+    steps: list[ToolStep] = []
+    for number, call in enumerate(draft.calls, start=1):
+        arguments = call.arguments(outputs) if callable(call.arguments) else call.arguments
+        outputs.append(runner.call(call.server, call.tool, arguments))
+        free = FREE_TEXT_ARGUMENTS.get((call.server, call.tool), frozenset())
+        params = {k: v for k, v in arguments.items() if k not in free}
+        steps.append(ToolStep(number, call.server, call.tool, params))
+    answer = draft.answer(outputs)
+    return None if answer is None else (steps, answer)
+
+
+def generate_tasks(
+    train_size: int,
+    val_size: int,
+    *,
+    seed: int = 0,
+    complexities: Sequence[str] = ("single",),
+    servers: Sequence[str] = ("market",),
+    templates: Sequence[str] | None = None,
+    runner: ToolRunner | None = None,
+) -> list[TaskRow]:
+    """``train_size`` + ``val_size`` distinct tasks, each in the split ``io.split_for(task_id, val_ratio)`` assigns
+    with ``val_ratio = val_size / (train_size + val_size)`` (pass that ratio to ``io.write_dataset``).
+
+    Each task draws a complexity uniformly from ``complexities``, then a template uniformly from those of that
+    complexity whose servers are all in ``servers`` (and, if given, whose name is in ``templates``)."""
+    if train_size < 0 or val_size < 0 or train_size + val_size == 0:
+        raise TaskGenerationError(f"need a positive number of tasks, got train={train_size} validation={val_size}")
+    options = _options(complexities, servers, templates)
+    val_ratio = val_size / (train_size + val_size)
+    wanted = {"train": train_size, "validation": val_size}
+    rows: dict[str, list[TaskRow]] = {"train": [], "validation": []}
+    seen: set[str] = set()
+    rng = random.Random(seed)
+    universe = Universe()
+    owned = runner is None
+    runner = runner or ToolRunner()
+    attempts, max_attempts = 0, MAX_ATTEMPTS_PER_TASK * (train_size + val_size)
+    try:
+        while any(len(rows[s]) < wanted[s] for s in rows):
+            attempts += 1
+            if attempts > max_attempts:
+                raise TaskGenerationError(
+                    f"only {len(rows['train'])}/{train_size} train and {len(rows['validation'])}/{val_size} "
+                    f"validation distinct tasks after {max_attempts} drafts for servers {list(servers)} and "
+                    f"complexities {list(complexities)}: ask for fewer tasks or allow more servers/complexities"
+                )
+            complexity = rng.choice(options.complexities)
+            template = rng.choice(options.templates[complexity])
+            draft = template.make(rng, universe)
+            if draft.question in seen:
+                continue
+            seen.add(draft.question)
+            ran = _run(draft, template, runner)
+            if ran is None:
+                continue
+            steps, answer = ran
+            task_id = _task_id(draft, template, steps)
+            split = split_for(task_id, val_ratio)
+            if len(rows[split]) >= wanted[split]:
+                continue
+            rows[split].append(
+                TaskRow(
+                    task_id=task_id,
+                    system_prompt=SYSTEM_PROMPT,
+                    user_prompt=draft.question,
+                    tool_sequence=steps,
+                    expected_answer=answer,
+                    answer_match=draft.answer_match,
+                    max_tools=len(steps) + EXTRA_TOOL_BUDGET,
+                    split=split,
+                    extra={"template": template.name, "generator": "rule_based"},
+                )
+            )
+    finally:
+        if owned:
+            runner.close()
+    return rows["train"] + rows["validation"]
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output-dir", required=True, help="folder for train/validation .parquet and .jsonl files")
+    parser.add_argument("--train-size", type=int, required=True)
+    parser.add_argument("--val-size", type=int, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--complexities", type=_csv, default=["single"], help=f"comma-separated: {','.join(COMPLEXITIES)}"
+    )
+    parser.add_argument("--servers", type=_csv, default=["market"], help="comma-separated: market,search,python,slack")
+    parser.add_argument("--templates", type=_csv, default=None, help="comma-separated template names (default: all)")
+    parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    parser.add_argument("--no-jsonl", action="store_true", help="write only the .parquet files")
+    args = parser.parse_args(argv)
+    tasks = generate_tasks(
+        args.train_size,
+        args.val_size,
+        seed=args.seed,
+        complexities=args.complexities,
+        servers=args.servers,
+        templates=args.templates,
+    )
+    paths = write_dataset(
+        tasks,
+        args.output_dir,
+        val_ratio=args.val_size / (args.train_size + args.val_size),
+        overwrite=args.overwrite,
+        formats=("parquet",) if args.no_jsonl else ("parquet", "jsonl"),
+    )
+    for path in paths.values():
+        print(f"wrote {path}")
+    return paths
+
+
+if __name__ == "__main__":
+    main()

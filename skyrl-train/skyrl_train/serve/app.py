@@ -1,0 +1,137 @@
+"""`create_app`: an OpenAI-compatible FastAPI app over any `InferenceEngineInterface`.
+
+Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions` (see `serving` for
+the request conventions and `protocol` for the accepted fields). Every error, a malformed body included, comes
+back in OpenAI's shape `{"error": {"message", "type", "param", "code"}}`: 400 naming the bad field, 404 for an
+unknown model (as OpenAI and vLLM answer), 503 while the endpoint shuts down, 500 when generation fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from skyrl_train.inference_engines.base import InferenceEngineInterface
+from skyrl_train.serve.gate import ServingGate
+from skyrl_train.serve.protocol import ChatCompletionRequest, CompletionRequest, OpenAIError
+from skyrl_train.serve.serving import OpenAIServing, ToolCallParser, cancel_on_disconnect
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(
+    engine: InferenceEngineInterface,
+    tokenizer,
+    *,
+    served_model_name: str,
+    max_model_len: int,
+    tool_call_parser: ToolCallParser | None = None,
+    gate: ServingGate | None = None,
+    lifespan=None,
+) -> FastAPI:
+    """The app serving `engine` under the model name `served_model_name`.
+
+    Args:
+        engine: called from the app's event loop; the caller owns it (`lifespan` may tear it down).
+        tokenizer: the model's tokenizer; its chat template renders messages and tools (see `prompting`).
+        max_model_len: the model's context length (e.g. `HFInferenceEngine.max_positions`).
+        tool_call_parser: optional `parser(text, tools) -> result(.calls, .text)` that turns generated text into
+            structured `tool_calls` when a request has `tools` (e.g. `skyrl_integrations.tool_parser.
+            parse_tool_calls`); None (default) returns the generated text as plain `content`.
+        gate: admission control for an engine shared with the trainer (see `ServingGate`); None admits always.
+        lifespan: FastAPI lifespan context (startup / shutdown work such as engine teardown).
+    """
+    serving = OpenAIServing(
+        engine,
+        tokenizer,
+        served_model_name=served_model_name,
+        max_model_len=max_model_len,
+        tool_call_parser=tool_call_parser,
+        gate=gate,
+    )
+    if serving.renderer.tool_mode == "system_message":
+        logger.warning(
+            "the chat template of %s ignores `tools`: tool definitions are appended to the system message as a "
+            "<tools> block asking for <tool_call> JSON replies",
+            served_model_name,
+        )
+    elif serving.renderer.tool_mode == "unavailable":
+        logger.warning("%s has no chat template: /v1/chat/completions answers 400", served_model_name)
+
+    app = FastAPI(title="SkyRL OpenAI-compatible server", lifespan=lifespan)
+    app.state.serving = serving
+
+    app.add_exception_handler(OpenAIError, _openai_error_response)
+    app.add_exception_handler(RequestValidationError, _invalid_body_response)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return serving.models()
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, request: Request):
+        prompt_ids, params = serving.prepare_chat(body)
+        if body.stream:
+            return _event_stream(serving.chat_stream(body, prompt_ids, params))
+        return await cancel_on_disconnect(request.is_disconnected, serving.chat(body, prompt_ids, params))
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, request: Request):
+        prompts, params = serving.prepare_completion(body)
+        if body.stream:
+            return _event_stream(serving.complete_stream(body, prompts, params))
+        return await cancel_on_disconnect(request.is_disconnected, serving.complete(body, prompts, params))
+
+    return app
+
+
+def _event_stream(chunks) -> StreamingResponse:
+    return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def _openai_error_response(request: Request, error: OpenAIError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status_code)
+
+
+async def _invalid_body_response(request: Request, error: RequestValidationError) -> JSONResponse:
+    return await _openai_error_response(request, _validation_error(error))
+
+
+def _validation_error(error: RequestValidationError) -> OpenAIError:
+    """FastAPI's 422 -> OpenAI's 400 naming the first bad field, e.g. `messages.0.role`."""
+    errors = error.errors()
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        return OpenAIError(f"the request body is not valid JSON: {first.get('msg')}")
+    param, _ = _split_location(first.get("loc", ()))
+    if first.get("type") == "extra_forbidden":
+        return OpenAIError(f"unknown field {param!r}", param=param)
+    # A value matching no member of a union type fails once per member; name the accepted forms instead.
+    forms = [form for p, form in map(_split_location, (e.get("loc", ()) for e in errors)) if p == param and form]
+    if len(set(forms)) > 1:
+        return OpenAIError(f"{param}: expected one of {', '.join(dict.fromkeys(forms))}", param=param)
+    return OpenAIError(f"{param}: {first.get('msg')}" if param else str(first.get("msg")), param=param)
+
+
+def _split_location(location) -> tuple[str | None, str | None]:
+    """A pydantic error location -> (the field path, e.g. `messages.0.content`; the union member that failed, e.g.
+    `list[int]`, if any). The path stops at the union member: what follows is inside that member's type."""
+    path = []
+    for part in location:
+        if part == "body" and not path:
+            continue
+        if isinstance(part, str) and ("[" in part or part in _TYPE_NAMES):
+            return ".".join(path) or None, part
+        path.append(str(part))
+    return ".".join(path) or None, None
+
+
+_TYPE_NAMES = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})

@@ -1,0 +1,40 @@
+"""Queue the upload of one eval dump folder (written by `skyrl_train.evaluate.dump_eval_results`)."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from pathlib import Path
+
+from skyrl_train.storage.manifest import ManifestError
+from skyrl_train.storage.s3 import S3StorageError, S3Store
+from skyrl_train.storage.secrets import scrub_secret_values, secret_env_values
+from skyrl_train.storage.uploader import BackgroundUploader
+
+logger = logging.getLogger(__name__)
+
+
+def queue_eval_dump_upload(uploader: BackgroundUploader, store: S3Store, folder: Path, prefix: str) -> None:
+    """Upload every file of `folder` to `prefix/` in the background, with secret env values scrubbed.
+
+    The secrets are read from the environment now, so a later change of the environment does not matter.
+    A failed upload is logged with its reason; the local dump is never deleted.
+    """
+    scrub = partial(scrub_secret_values, secrets=secret_env_values())
+
+    def upload() -> None:
+        try:
+            report = store.upload_folder(folder, prefix, transform=scrub)
+        except (S3StorageError, ManifestError, OSError) as exc:
+            logger.error("eval dump %s NOT uploaded to %s: %s (local copy kept)", folder, store.url(prefix), exc)
+            return
+        logger.info(
+            "uploaded eval dump %s to %s: %d files, %d bytes, %.1f s",
+            folder.name,
+            report.url,
+            report.files,
+            report.bytes,
+            report.seconds,
+        )
+
+    uploader.submit(f"eval dump {folder}", upload)
