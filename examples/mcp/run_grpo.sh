@@ -2,7 +2,7 @@
 # Main job: GRPO on MCP tool-use tasks. The agent answers questions about market data by calling the bundled
 # offline market-data MCP server (a real process spoken to over MCP stdio), then giving the final answer.
 #
-# CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA, single-tool tasks, two worked
+# CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA, single-tool price tasks, two worked
 # demonstrations in the prompt (a 135M model almost never emits a tool call without them), graded reward
 # (format, tool, arguments, answer: see skyrl_integrations/mcp/scoring.py). It evaluates greedily on held-out
 # tasks before and after training and writes a report:
@@ -30,11 +30,11 @@ python="$repo_root/.venv/bin/python"
 
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"
-TRAIN_SIZE="${TRAIN_SIZE:-80}"
-VAL_SIZE="${VAL_SIZE:-64}"
+TRAIN_SIZE="${TRAIN_SIZE:-48}"
+VAL_SIZE="${VAL_SIZE:-32}"
 SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single}"
-TEMPLATES="${TEMPLATES-close_price,open_price,high_price,net_income,revenue,eps}"
+TEMPLATES="${TEMPLATES-close_price,open_price,high_price,volume}"
 
 if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
     "$python" -m skyrl_integrations.datasets.rule_based --output-dir "$DATA" --train-size "$TRAIN_SIZE" \
@@ -64,17 +64,18 @@ fi
     trainer.micro_forward_batch_size_per_gpu=16 \
     trainer.eval_batch_size=64 \
     trainer.eval_before_train=true \
-    trainer.eval_interval=20 \
+    trainer.eval_interval=12 \
     trainer.max_prompt_length=640 \
     generator.max_input_length=1024 \
     generator.n_samples_per_prompt=4 \
     generator.max_num_seqs=16 \
     generator.max_turns=3 \
     generator.sampling_params.max_generate_length=64 \
+    generator.sampling_params.temperature=0.7 \
     generator.eval_sampling_params.max_generate_length=64 \
     "generator.sampling_params.stop=['</tool_call>']" \
     "generator.eval_sampling_params.stop=['</tool_call>']" \
-    trainer.ckpt_interval=10 \
+    trainer.ckpt_interval=6 \
     trainer.max_ckpts_to_keep=1 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \

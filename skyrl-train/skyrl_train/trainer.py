@@ -174,7 +174,8 @@ class PPOTrainer:
                 training_batch["values"] = self.critic.compute_values(training_batch, micro_fwd)
             if self.ref is not None:
                 training_batch["base_action_log_probs"] = self.ref.compute_logprobs(training_batch, micro_fwd)
-            training_batch["action_log_probs"] = self.policy.compute_logprobs(training_batch, micro_fwd)
+            if not self._single_policy_update(len(uids)):
+                training_batch["action_log_probs"] = self.policy.compute_logprobs(training_batch, micro_fwd)
         if self.kl_controller is not None:
             metrics.update(self._apply_kl_in_reward(training_batch))
 
@@ -210,6 +211,14 @@ class PPOTrainer:
         generate_seconds = metrics["timing/generate"]
         metrics["generate/rollout_tokens_per_s"] = metrics["trainer/response_tokens"] / max(generate_seconds, 1e-9)
         return metrics
+
+    def _single_policy_update(self, rows: int) -> bool:
+        """True when the batch gets exactly one optimizer step (one epoch, one mini-batch) and no KL-in-reward: the
+        old logprobs then equal the update's own forward pass, so the policy worker takes them from it (detached)
+        instead of a separate forward over the whole batch, which would cost as much as the update's forward."""
+        t = self.cfg.trainer
+        mini_rows = t.policy_mini_batch_size * self.cfg.generator.n_samples_per_prompt
+        return t.update_epochs_per_batch == 1 and mini_rows >= rows and self.kl_controller is None
 
     async def eval(self) -> dict[str, float]:
         dump_dir = None

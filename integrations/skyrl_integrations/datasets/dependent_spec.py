@@ -44,10 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skyrl_integrations.datasets.io import add_output_arguments, write_from_args
-from skyrl_integrations.datasets.replay import answer_from_result
-from skyrl_integrations.datasets.schema import ANSWER_MATCHES, TaskRow, ToolStep
+from skyrl_integrations.datasets.io import add_output_arguments, check_output_args, write_from_args
+from skyrl_integrations.datasets.replay import ToolServers, answer_from_result
+from skyrl_integrations.datasets.schema import ANSWER_MATCHES, TaskRow, ToolStep, is_number
 from skyrl_integrations.mcp.prompt import DEFAULT_ROLE
+from skyrl_integrations.mcp.servers import BUNDLED_SERVERS
 from skyrl_integrations.tool_parser import ParseFailure, parse_tool_calls
 
 __all__ = [
@@ -183,7 +184,7 @@ def convert_conversation(conversation: Conversation, options: ConversionOptions,
         raise fail(f"{distinct_tools} distinct tools, more than --max-tools {options.max_tools}")
 
     answer = _expected_answer(messages, options, last_tool_index, fail)
-    answer_match = data.get("answer_match") or ("numeric" if _is_number(answer) else "contains")
+    answer_match = data.get("answer_match") or ("numeric" if is_number(answer) else "contains")
     if answer_match not in ANSWER_MATCHES:
         raise fail(f"'answer_match' must be one of {', '.join(ANSWER_MATCHES)}, got {answer_match!r}")
     if options.max_turns is not None and options.max_turns < len(steps):
@@ -285,19 +286,11 @@ def _is_message_list(data: Any) -> bool:
     return isinstance(data, list) and bool(data) and all(isinstance(m, Mapping) and "role" in m for m in data)
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text.replace(",", ""))
-    except ValueError:
-        return False
-    return True
-
-
 def _known(options: ConversionOptions) -> str:
     return ", ".join(sorted(options.tool_servers)) or "none"
 
 
-def _options_from_args(args: argparse.Namespace) -> tuple[ConversionOptions, Any]:
+def _options_from_args(args: argparse.Namespace) -> tuple[ConversionOptions, ToolServers | None]:
     """Options, plus the ``ToolServers`` to close afterwards (None with ``--tool-map``)."""
     common = {
         "system_prompt": args.system_prompt,
@@ -307,13 +300,13 @@ def _options_from_args(args: argparse.Namespace) -> tuple[ConversionOptions, Any
         "max_turns": args.max_turns,
     }
     if args.tool_map:
-        tool_map = json.loads(Path(args.tool_map).read_text(encoding="utf-8"))
+        try:
+            tool_map = json.loads(Path(args.tool_map).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SystemExit(f"error: --tool-map {args.tool_map}: {exc}") from None
         if not isinstance(tool_map, dict) or not all(isinstance(v, str) for v in tool_map.values()):
             raise SystemExit(f"error: {args.tool_map}: expected a JSON object mapping tool name -> server name")
         return ConversionOptions(tool_servers=tool_map, **common), None
-    from skyrl_integrations.datasets.replay import ToolServers
-    from skyrl_integrations.mcp.servers import BUNDLED_SERVERS
-
     names = args.servers.split(",") if args.servers else list(BUNDLED_SERVERS)
     servers = ToolServers.bundled(names)
     schemas = [schema for name in names for schema in servers.list_tools(name)]
@@ -321,7 +314,9 @@ def _options_from_args(args: argparse.Namespace) -> tuple[ConversionOptions, Any
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m skyrl_integrations.datasets.dependent_spec", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("inputs", nargs="+", help="dependent-spec .jsonl/.json files")
     add_output_arguments(parser)
     where = parser.add_mutually_exclusive_group()
@@ -338,16 +333,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--skip-invalid", action="store_true", help="drop bad conversations (counted) instead of failing"
     )
     args = parser.parse_args(argv)
-    options, servers = _options_from_args(args)
     try:
-        tasks, skipped = convert_files(args.inputs, options, skip_invalid=args.skip_invalid)
-    except (ConversationError, FileNotFoundError) as exc:
+        check_output_args(args)
+        options, servers = _options_from_args(args)
+        try:
+            tasks, skipped = convert_files(args.inputs, options, skip_invalid=args.skip_invalid)
+        finally:
+            if servers is not None:
+                servers.close()
+        paths = write_from_args(tasks, args)
+    except (ValueError, FileNotFoundError) as exc:  # ConversationError, DatasetWriteError, TaskRowError included
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    finally:
-        if servers is not None:
-            servers.close()
-    paths = write_from_args(tasks, args)
     print(f"converted {len(tasks)} conversation(s); skipped {sum(skipped.values())}")
     for problem, count in skipped.most_common():
         print(f"  {count:5d}  {problem}")

@@ -32,6 +32,8 @@ __all__ = [
     "DEFAULT_VAL_RATIO",
     "DatasetWriteError",
     "add_output_arguments",
+    "check_output_args",
+    "output_paths",
     "split_for",
     "split_tasks",
     "write_dataset",
@@ -77,14 +79,8 @@ def write_dataset(
     formats: Sequence[str] = FORMATS,
 ) -> dict[str, Path]:
     """Split, validate and write ``tasks``; return the written paths keyed by ``"<split>.<format>"``."""
-    unknown = set(formats) - set(FORMATS)
-    if unknown or not formats:
-        raise ValueError(f"formats must be a non-empty subset of {FORMATS}, got {list(formats)}")
+    targets = output_paths(output_dir, overwrite=overwrite, formats=formats)
     out = Path(output_dir)
-    targets = {f"{split}.{fmt}": out / f"{split}.{fmt}" for split in SPLITS for fmt in formats}
-    existing = [str(p) for p in targets.values() if p.exists()]
-    if existing and not overwrite:
-        raise DatasetWriteError(f"refusing to overwrite existing {', '.join(existing)} (pass --overwrite)")
     groups = split_tasks(tasks, val_ratio)
     rows = {split: [task.to_row() for task in group] for split, group in groups.items()}
     for split, split_rows in rows.items():
@@ -102,6 +98,22 @@ def write_dataset(
     return targets
 
 
+def output_paths(
+    output_dir: str | os.PathLike[str], *, overwrite: bool = False, formats: Sequence[str] = FORMATS
+) -> dict[str, Path]:
+    """The files ``write_dataset`` writes, keyed ``"<split>.<format>"``; ``DatasetWriteError`` if one exists and
+    ``overwrite`` is off (generators call this before spending time on generation)."""
+    unknown = set(formats) - set(FORMATS)
+    if unknown or not formats:
+        raise ValueError(f"formats must be a non-empty subset of {FORMATS}, got {list(formats)}")
+    out = Path(output_dir)
+    targets = {f"{split}.{fmt}": out / f"{split}.{fmt}" for split in SPLITS for fmt in formats}
+    existing = [str(p) for p in targets.values() if p.exists()]
+    if existing and not overwrite:
+        raise DatasetWriteError(f"refusing to overwrite existing {', '.join(existing)} (pass --overwrite)")
+    return targets
+
+
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     """The output flags every generator CLI shares: ``--output-dir``, ``--val-ratio``, ``--overwrite``, ``--no-jsonl``."""
     parser.add_argument("--output-dir", required=True, help="folder for train/validation .parquet and .jsonl files")
@@ -115,10 +127,20 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-jsonl", action="store_true", help="write only the .parquet files")
 
 
+def check_output_args(args: argparse.Namespace) -> None:
+    """``output_paths`` for the flags added by ``add_output_arguments``: fail before generating, not after."""
+    output_paths(args.output_dir, overwrite=args.overwrite, formats=_formats(args))
+
+
 def write_from_args(tasks: Iterable[TaskRow], args: argparse.Namespace) -> dict[str, Path]:
     """``write_dataset`` with the flags added by ``add_output_arguments``."""
-    formats = ("parquet",) if args.no_jsonl else FORMATS
-    return write_dataset(tasks, args.output_dir, val_ratio=args.val_ratio, overwrite=args.overwrite, formats=formats)
+    return write_dataset(
+        tasks, args.output_dir, val_ratio=args.val_ratio, overwrite=args.overwrite, formats=_formats(args)
+    )
+
+
+def _formats(args: argparse.Namespace) -> tuple[str, ...]:
+    return ("parquet",) if args.no_jsonl else FORMATS
 
 
 def _parquet_schema(rows: list[dict[str, Any]]) -> pa.Schema:

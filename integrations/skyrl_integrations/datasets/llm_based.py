@@ -17,11 +17,15 @@ One attempt:
    better than instructions, and filling in given values is within reach of even the 135M default model.
 3. Read the reply tolerantly (lenient JSON; if the object is broken, the question / answer field by pattern and
    the calls with ``skyrl_integrations.tool_parser``), and check each call's arguments against the tool schema.
-4. Execute the calls on the servers. The task is kept only if every call succeeds and the last result holds a
-   scalar answer (at ``answer_field``, or the whole result when it is a scalar). The expected answer is that
-   executed value, never text the model wrote.
+4. Execute the calls on the servers. The task is kept only if every call succeeds, every identifier-like argument
+   (ticker, date, user, URL) is visible to the agent (in the question or an earlier result), and the last result
+   holds a short scalar answer: at ``answer_field`` when the question asks for it, else at the one field the
+   question names ("opening price" -> ``open``); see ``_answer``. The expected answer is always that executed
+   value, never text the model wrote.
 
 Rejected attempts are counted by reason (``REJECTIONS``) and printed; attempts stop at ``--max-attempts``.
+Measured with SmolLM2-135M-Instruct served by ``python -m skyrl_train.serve`` on the 2-core CPU box: about one
+attempt in five gives a valid single-call task (market and search domains), ~30 s per attempt.
 """
 
 from __future__ import annotations
@@ -38,13 +42,14 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
-from skyrl_integrations.datasets.io import add_output_arguments, write_from_args
+from skyrl_integrations.datasets.io import add_output_arguments, check_output_args, write_from_args
 from skyrl_integrations.datasets.llm_seeds import SEED_TASKS, SeedTask, hint_pool
 from skyrl_integrations.datasets.replay import ToolServers, answer_from_result, scalar_fields
-from skyrl_integrations.datasets.schema import COMPLEXITIES, TaskRow, ToolStep, complexity_for
+from skyrl_integrations.datasets.schema import COMPLEXITIES, TaskRow, ToolStep, complexity_for, is_number
 from skyrl_integrations.mcp.prompt import DEFAULT_ROLE, render_tools
 from skyrl_integrations.mcp.servers import BUNDLED_SERVERS
 from skyrl_integrations.tool_parser import ParseFailure, parse_tool_calls
@@ -134,8 +139,9 @@ class LLMGenerationConfig:
     temperature: float = 0.7
     max_tokens: int = 128
     """Reply length limit; a one-call task object is about 60 tokens."""
-    concurrency: int = 4
-    """Requests in flight at once (a batching server answers them in shared forward passes)."""
+    concurrency: int = 1
+    """Requests in flight at once. Raise it for servers that batch well (vLLM, hosted APIs); measured on the 2-core
+    CPU box, ``skyrl_train.serve`` (hf engine) took 36 s for one 96-token reply and 334 s for four at once."""
     seed: int = 0
     """Seeds the plans and each request's sampling (``seed`` field), so a run can be repeated."""
     request_timeout_s: float = 300.0
@@ -404,14 +410,14 @@ class LLMTaskGenerator:
         key = json.dumps([[s.tool, s.params] for s in steps], sort_keys=True)
         if any(key == json.dumps([[t, a] for t, a in demo.calls], sort_keys=True) for demo in plan.demos):
             raise Rejected("copied_example")
+        identity = json.dumps([candidate.question.lower(), key])
+        if identity in self._seen:
+            raise Rejected("duplicate")
         results = self.servers.run(steps)
         if results[-1].is_error:
             raise Rejected("tool_error", f"{results[-1].error_kind}: {results[-1].text[:160]}")
         self._check_grounded(candidate.question, steps, [r.text for r in results])
         answer = _answer(candidate.question, candidate.answer_field, results[-1].text)
-        identity = json.dumps([candidate.question.lower(), key])
-        if identity in self._seen:
-            raise Rejected("duplicate")
         self._seen.add(identity)
         return TaskRow(
             task_id=f"llm-{steps[0].server}-{hashlib.sha1(identity.encode()).hexdigest()[:10]}",
@@ -419,7 +425,7 @@ class LLMTaskGenerator:
             user_prompt=candidate.question,
             tool_sequence=steps,
             expected_answer=answer,
-            answer_match="numeric" if _is_number(answer) else "contains",
+            answer_match="numeric" if is_number(answer) else "contains",
             max_turns=self.config.max_turns,
             servers=plan.servers,
             tools=[t["name"] for t in schemas],
@@ -486,7 +492,8 @@ class LLMTaskGenerator:
                         _log(log, f"attempt {plan.attempt}: api_error: {exc}")
                         continue
                     except (openai.APIConnectionError, openai.AuthenticationError, openai.NotFoundError) as exc:
-                        raise RuntimeError(f"the endpoint {self.config.base_url} refused the request: {exc}") from None
+                        endpoint = _without_userinfo(self.config.base_url)
+                        raise RuntimeError(f"the endpoint {endpoint} refused the request: {exc}") from None
                     except openai.APIError as exc:
                         report.rejected["api_error"] += 1
                         _log(log, f"attempt {plan.attempt}: api_error: {exc}")
@@ -562,17 +569,15 @@ def _drop_repeats(calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, di
     return out
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _log(log, message: str) -> None:
     if log is not None:
         log(message)
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@`` (credentials never reach the logs)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _openai_client(config: LLMGenerationConfig) -> openai.OpenAI:
@@ -582,7 +587,9 @@ def _openai_client(config: LLMGenerationConfig) -> openai.OpenAI:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m skyrl_integrations.datasets.llm_based", description=__doc__.split("\n\n")[0]
+    )
     add_output_arguments(parser)
     parser.add_argument("--n-samples", type=int, help="valid tasks wanted (env N_SAMPLES; default 10)")
     parser.add_argument("--model", help="model name sent to the endpoint (env OPENAI_MODEL)")
@@ -610,9 +617,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides[name] = split_list(value) if value else None
     try:
         config = LLMGenerationConfig.from_env(**overrides)
-    except GenerationConfigError as exc:
+        check_output_args(args)
+    except ValueError as exc:  # GenerationConfigError, DatasetWriteError
         parser.error(str(exc))
-    print(f"generating {config.n_samples} task(s) with {config.model!r} at {config.base_url}", flush=True)
+    print(
+        f"generating {config.n_samples} task(s) with {config.model!r} at {_without_userinfo(config.base_url)}",
+        flush=True,
+    )
     with LLMTaskGenerator(config) as generator:
         report = generator.run(log=(lambda m: print(m, flush=True)) if args.verbose else None)
     print(report.summary())

@@ -6,11 +6,13 @@ Used by the LLM-based generator (every generated task is executed before it is k
 - ``ToolServers``: one ``MCPToolGroup`` per server name, opened on first use, closed by ``close()`` / ``with``.
 - ``answer_from_result(text, field)``: the scalar answer a tool result holds (the whole result when it is a scalar
   or short text, else the value at a dotted ``field`` path of its JSON).
-- ``answer_in_results(expected, answer_match, texts)``: whether some scalar of some result matches the answer.
+- ``answer_in_results(expected, answer_match, texts)``: whether the answer is a value of the results (or, for a
+  number, the sum or difference of two of their numbers).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -87,6 +89,13 @@ class ToolServers:
                     )
                 owner[name] = server
         return owner
+
+    def missing_arguments(self, step: ToolStep) -> list[str]:
+        """Required arguments of the step's tool (per its ``inputSchema``) that ``step.params`` leaves out; a row
+        may omit free-text arguments (a query, a program) that any wording of satisfies."""
+        schema = next((t for t in self.list_tools(step.server) if t["name"] == step.tool), None)
+        required = ((schema or {}).get("inputSchema") or {}).get("required") or []
+        return [name for name in required if name not in step.params]
 
     def run(self, steps: Sequence[ToolStep]) -> list[ToolResult]:
         """Call the steps in order; stops after the first failed call (its result is the last one returned)."""
@@ -166,21 +175,37 @@ def scalar_fields(text: str) -> dict[str, str]:
 
 
 def answer_in_results(expected: str, answer_match: str, texts: Iterable[str]) -> bool:
-    """Whether ``expected`` matches a scalar of some result (``numeric``: equal numbers within 1e-6 relative,
-    ``exact``: equal text ignoring case and surrounding space, ``contains``: a substring of a result, ignoring case)."""
+    """Whether ``expected`` is derivable from the results ``texts``:
+
+    - ``numeric``: a number of some result, or the sum or difference of two of them, equals the answer at the
+      answer's precision (``"169.9"`` matches within 0.05; integers and exact values within 1e-6 relative);
+    - ``exact``: some scalar of a result equals it, ignoring case and surrounding space;
+    - ``contains``: it is a substring of some result, ignoring case.
+    """
+    texts = list(texts)
+    leaves = [leaf for text in texts for leaf in _scalar_leaves(text)]
+    if answer_match == "numeric":
+        target = _number(expected)
+        if target is None:
+            return False
+        tolerance = _tolerance(expected, target)
+        numbers = list(dict.fromkeys(n for n in map(_number, leaves) if n is not None))
+        candidates = numbers + [a + b for a, b in itertools.combinations(numbers, 2)]
+        candidates += [a - b for a, b in itertools.permutations(numbers, 2)]
+        return any(abs(value - target) <= tolerance for value in candidates)
     wanted = expected.strip().lower()
-    for text in texts:
-        leaves = _scalar_leaves(text)
-        if answer_match == "numeric":
-            target = _number(expected)
-            if target is not None and any(_close(_number(leaf), target) for leaf in leaves):
-                return True
-        elif answer_match == "exact":
-            if any(leaf.strip().lower() == wanted for leaf in leaves):
-                return True
-        elif wanted in text.lower() or any(wanted in leaf.lower() for leaf in leaves):
-            return True
-    return False
+    if answer_match == "exact":
+        return any(leaf.strip().lower() == wanted for leaf in leaves)
+    return any(wanted in text.lower() for text in texts) or any(wanted in leaf.lower() for leaf in leaves)
+
+
+def _tolerance(text: str, value: float) -> float:
+    """Half a unit of the last decimal written (``"169.9"`` -> 0.05), at least 1e-6 relative."""
+    relative = 1e-6 * max(1.0, abs(value))
+    digits = text.strip().partition(".")[2]
+    if not digits.isdigit():
+        return relative
+    return max(relative, 0.5 * 10 ** -len(digits))
 
 
 def _scalar_leaves(text: str) -> list[str]:
@@ -209,7 +234,3 @@ def _number(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
-
-
-def _close(value: float | None, target: float) -> bool:
-    return value is not None and abs(value - target) <= 1e-6 * max(1.0, abs(target))

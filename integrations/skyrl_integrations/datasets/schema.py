@@ -27,7 +27,9 @@ Rules ``validate_row`` enforces (each problem is reported with the dotted key at
 - ``env_class`` is ``"mcp_tool"``; ``data_source`` is ``"mcp/<server>"`` for a server of ``extra_info.servers``
   (by convention the server of step 1).
 - ``tool_sequence`` is non-empty, its ``step`` numbers run 1, 2, 3, ...; every step's ``server`` is listed in
-  ``extra_info.servers`` and its ``tool`` in ``extra_info.tools``; ``params`` is an object.
+  ``extra_info.servers`` and its ``tool`` in ``extra_info.tools``; ``params`` is an object. It may leave out
+  free-text arguments (a search query, a program) that any wording satisfies: ``MCPToolEnv`` compares only the
+  keys given, and ``validate --execute`` does not replay such a call.
 - ``limits`` cap what the agent may use (``MCPToolEnv`` caps the reward of an episode that uses more distinct tools
   or servers): the reference solution must fit, so the distinct tools of ``tool_sequence`` are at most
   ``limits.max_tools`` and its distinct servers at most ``limits.max_servers``. ``max_turns`` is at least the
@@ -37,7 +39,8 @@ Rules ``validate_row`` enforces (each problem is reported with the dotted key at
 - ``success.expected_answer`` is a non-empty string (a number for ``answer_match == "numeric"``).
 - ``extra_info.split`` is ``train`` or ``validation``; ``extra_info.index`` a non-negative integer.
 
-Extra keys (in the row, ``ground_truth`` or ``extra_info``) are allowed and kept.
+Extra keys (in the row, ``ground_truth`` or ``extra_info``) pass validation; ``TaskRow`` carries the extra
+``extra_info`` entries (``TaskRow.extra``) and drops the others.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ __all__ = [
     "TaskRowError",
     "ToolStep",
     "complexity_for",
+    "is_number",
     "row_problems",
     "validate_row",
 ]
@@ -343,7 +347,7 @@ def _success_problems(success: Any, key: str) -> list[tuple[str, str]]:
     answer = success.get("expected_answer")
     if not isinstance(answer, str) or not answer.strip():
         problems.append((f"{key}.expected_answer", f"expected a non-empty string, got {answer!r}"))
-    elif match == "numeric" and not _is_number_text(answer):
+    elif match == "numeric" and not is_number(answer):
         problems.append((f"{key}.expected_answer", f"answer_match is 'numeric' but {answer!r} is not a number"))
     return problems
 
@@ -375,7 +379,8 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number_text(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether ``text`` is a finite number (thousands separators allowed): the test for ``answer_match: numeric``."""
     try:
         return math.isfinite(float(text.strip().replace(",", "")))
     except ValueError:

@@ -6,8 +6,10 @@ there is any. Checks: the row schema (``schema.row_problems``), unique task ids 
 named ``train.*`` or ``validation.*``, that every row's ``extra_info.split`` says so.
 
 ``--execute`` also replays each valid row's ``tool_sequence`` on the bundled MCP servers (real processes) and
-checks that every call succeeds and that the expected answer is derivable: it matches (by the row's
-``answer_match``) a value in one of the replayed results.
+checks that every call succeeds and that the expected answer is derivable from the results
+(``replay.answer_in_results``: a value of a result, or for numbers the sum or difference of two). A call whose
+``params`` leave out a required argument (generators may omit free-text ones, such as a search query, that any
+wording satisfies) is not replayed; the answer of such a row is not checked, and the report counts those rows.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class FileReport:
     counts: dict[str, Counter[str]] = field(default_factory=dict)
     """``data_source`` / ``complexity`` / ``split`` → value → number of rows."""
     problems: list[RowProblem] = field(default_factory=list)
+    replayed: int = 0
+    """Rows replayed by ``--execute``."""
+    unchecked: int = 0
+    """Replayed rows whose answer could not be checked: some step's params leave out a required argument."""
 
     @property
     def ok(self) -> bool:
@@ -82,7 +88,10 @@ def validate_file(path: str, servers: ToolServers | None = None) -> FileReport:
             message = f"row of split {task.split!r} in a {expected_split!r} file"
             report.problems.append(RowProblem(path, index, "extra_info.split", message))
         if servers is not None:
-            report.problems += [RowProblem(path, index, key, message) for key, message in _replay(task, servers)]
+            problems, checked = _replay(task, servers)
+            report.problems += [RowProblem(path, index, key, message) for key, message in problems]
+            report.replayed += 1
+            report.unchecked += not checked and not problems
     return report
 
 
@@ -97,32 +106,29 @@ def _row_labels(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _replay(task: TaskRow, servers: ToolServers) -> list[tuple[str, str]]:
-    """(key, message) problems of running the task's tool sequence and looking for its answer in the results."""
+def _replay(task: TaskRow, servers: ToolServers) -> tuple[list[tuple[str, str]], bool]:
+    """(key, message) problems of replaying the task, and whether its answer was checked: a step whose params
+    leave out a required (free-text) argument is not replayed, and then the answer cannot be checked."""
     key = "reward_spec.ground_truth.tool_sequence"
     for i, step in enumerate(task.tool_sequence):
         if step.server not in servers.specs:
             bundled = ", ".join(sorted(BUNDLED_SERVERS))
             message = f"{step.server!r} is not a bundled server; --execute replays bundled servers only ({bundled})"
-            return [(f"{key}[{i}].server", message)]
-    results = servers.run(task.tool_sequence)
-    if results and results[-1].is_error:
-        i = len(results) - 1
-        return [
-            (
-                f"{key}[{i}]",
-                f"{task.tool_sequence[i].tool} failed on replay ({results[-1].error_kind}): "
-                f"{results[-1].text[:300]}",
-            )
-        ]
-    if not answer_in_results(task.expected_answer, task.answer_match, [r.text for r in results]):
-        return [
-            (
-                "reward_spec.ground_truth.success.expected_answer",
-                f"{task.expected_answer!r} ({task.answer_match}) is not derivable from the replayed results",
-            )
-        ]
-    return []
+            return [(f"{key}[{i}].server", message)], False
+    texts, complete = [], True
+    for i, step in enumerate(task.tool_sequence):
+        if servers.missing_arguments(step):
+            complete = False
+            continue
+        (result,) = servers.run([step])
+        if result.is_error:
+            message = f"{step.tool} failed on replay ({result.error_kind}): {result.text[:300]}"
+            return [(f"{key}[{i}]", message)], False
+        texts.append(result.text)
+    if complete and not answer_in_results(task.expected_answer, task.answer_match, texts):
+        message = f"{task.expected_answer!r} ({task.answer_match}) is not derivable from the replayed results"
+        return [("reward_spec.ground_truth.success.expected_answer", message)], True
+    return [], complete
 
 
 def format_report(report: FileReport) -> str:
@@ -131,11 +137,21 @@ def format_report(report: FileReport) -> str:
     for name, counter in report.counts.items():
         if counter:
             lines.append(f"  {name}: " + ", ".join(f"{value} {count}" for value, count in sorted(counter.items())))
+    if report.replayed:
+        line = f"  execute: {report.replayed} row(s) replayed"
+        if report.unchecked:
+            line += (
+                f"; {report.unchecked} with calls whose params leave out required (free-text) arguments: those calls "
+                "were skipped and the answer was not checked"
+            )
+        lines.append(line)
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m skyrl_integrations.datasets.validate", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("paths", nargs="+", help="task files (.parquet, .jsonl, .json)")
     parser.add_argument(
         "--execute", action="store_true", help="replay every tool_sequence on the bundled MCP servers and check answers"

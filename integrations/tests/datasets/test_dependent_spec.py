@@ -193,3 +193,13 @@ def test_json_file_with_an_array_of_conversations(tmp_path):
     path.write_text(json.dumps(conversations, indent=2))
     tasks, _ = convert_files([str(path)], OPTIONS)
     assert [t.task_id for t in tasks] == ["helix-close", "strider-employees", "specs-0003"]
+
+
+def test_cli_refuses_to_overwrite_before_converting(tmp_path, capsys):
+    tool_map = tmp_path / "tools.json"
+    tool_map.write_text(json.dumps(TOOL_MAP))
+    argv = [str(EXAMPLE), "--output-dir", str(tmp_path), "--tool-map", str(tool_map)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv) == 1
+    assert capsys.readouterr().err.startswith(f"error: refusing to overwrite existing {tmp_path}/train.parquet")

@@ -13,6 +13,7 @@ from skyrl_integrations.datasets.llm_based import (
     LLMTaskGenerator,
     Rejected,
     TaskPlan,
+    main,
     parse_reply,
 )
 from skyrl_integrations.datasets.llm_seeds import SEED_TASKS
@@ -100,6 +101,15 @@ def test_cross_server_needs_two_domains():
 def test_max_turns_must_cover_the_calls():
     with pytest.raises(GenerationConfigError, match=r"^MAX_TURNS / --max-turns: must allow one turn per call"):
         LLMGenerationConfig(max_tools=3, max_turns=2, complexities=("multi_step",))
+
+
+def test_cli_refuses_existing_output_before_asking_the_model(tmp_path, capsys):
+    (tmp_path / "train.parquet").write_bytes(b"old")
+    with pytest.raises(SystemExit) as info:
+        main(["--output-dir", str(tmp_path), "--base-url", "http://127.0.0.1:9/v1"])
+    assert info.value.code == 2
+    assert f"refusing to overwrite existing {tmp_path}/train.parquet" in capsys.readouterr().err
+    assert (tmp_path / "train.parquet").read_bytes() == b"old"
 
 
 # ----------------------------------------------------------------------------------------------- parsing

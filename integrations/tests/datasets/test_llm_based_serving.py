@@ -37,8 +37,8 @@ def test_noise_from_the_tiny_model_is_rejected_and_counted(tiny_model_url, tiny_
 
 
 def test_the_default_model_generates_a_valid_task(default_model_url, tmp_path):
-    # Greedy decoding and a fixed plan seed: the first attempt asks for get_crypto_price(ETH, 2024-09-17), which
-    # SmolLM2-135M-Instruct writes correctly; a second attempt is allowed as slack.
+    # Greedy decoding and a fixed plan seed: the first attempt asks for web_search("Helix Robotics headquarters"),
+    # which SmolLM2-135M-Instruct writes correctly; a second attempt is allowed as slack.
     config = LLMGenerationConfig(
         n_samples=1,
         model=DEFAULT_MODEL,
@@ -46,9 +46,9 @@ def test_the_default_model_generates_a_valid_task(default_model_url, tmp_path):
         domains=("market", "search"),
         complexities=("single",),
         max_attempts=2,
-        concurrency=1,
+        max_tokens=96,
         temperature=0.0,
-        seed=1,
+        seed=0,
     )
     with LLMTaskGenerator(config) as generator:
         report = generator.run()
@@ -60,6 +60,7 @@ def test_the_default_model_generates_a_valid_task(default_model_url, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_default_model_run_of_six_samples_writes_rows_that_pass_the_validator(default_model_url, tmp_path, monkeypatch):
     for var, value in {
         "N_SAMPLES": "6",
@@ -70,7 +71,7 @@ def test_default_model_run_of_six_samples_writes_rows_that_pass_the_validator(de
     }.items():
         monkeypatch.setenv(var, value)
     out = tmp_path / "out"
-    assert main(["--output-dir", str(out), "--max-attempts", "24", "--val-ratio", "0"]) == 0
+    assert main(["--output-dir", str(out), "--max-attempts", "12", "--max-tokens", "96", "--val-ratio", "0"]) == 0
     reports = validate_files([str(out / "train.parquet"), str(out / "validation.parquet")], execute=True)
     assert reports[0].rows >= 1
     assert [r.problems for r in reports] == [[], []]

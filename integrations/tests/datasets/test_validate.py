@@ -118,6 +118,28 @@ def test_execute_reports_a_server_that_is_not_bundled(make_task, tmp_path):
     ]
 
 
+def test_execute_accepts_a_computed_difference(make_task, tmp_path):
+    steps = [
+        ToolStep(1, "market", "get_stock_price", {"ticker": "AAPL", "date": "2024-03-15"}),
+        ToolStep(2, "market", "get_stock_price", {"ticker": "HLXR", "date": "2024-03-15"}),
+    ]
+    task = make_task(tool_sequence=steps, expected_answer="138.82")  # 176.78 - 37.96
+    path = write_jsonl(tmp_path / "tasks.jsonl", [task.to_row()])
+    (report,) = validate_files([path], execute=True)
+    assert (report.problems, report.replayed, report.unchecked) == ([], 1, 0)
+
+
+def test_execute_skips_calls_without_their_free_text_arguments_and_says_so(make_task, tmp_path, capsys):
+    steps = [ToolStep(1, "search", "web_search", {}), ToolStep(2, "market", "get_company_profile", {"ticker": "HLXR"})]
+    task = make_task(tool_sequence=steps, expected_answer="NASDAQ", answer_match="contains", max_servers=2)
+    path = write_jsonl(tmp_path / "tasks.jsonl", [task.to_row()])
+    assert main([path, "--execute"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "  execute: 1 row(s) replayed; 1 with calls whose params leave out required (free-text) arguments: those "
+        "calls were skipped and the answer was not checked"
+    )
+
+
 def test_module_runs_as_a_command(make_task, tmp_path):
     path = write_jsonl(tmp_path / "tasks.jsonl", [make_task().to_row()])
     done = subprocess.run(

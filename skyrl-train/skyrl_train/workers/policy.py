@@ -111,6 +111,8 @@ class PolicyWorker(TrainableWorker):
         self.kl_estimator_type = cfg_get(algorithm_config, "kl_estimator_type", "k3")
         self.use_entropy_loss = bool(cfg_get(algorithm_config, "use_entropy_loss", False))
         self.entropy_loss_coef = float(cfg_get(algorithm_config, "entropy_loss_coef", 0.01))
+        self._old_logprobs_from_forward = False
+        """Set by `ppo_train` for a batch without old logprobs (see there)."""
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         """Logprobs ``[B, R]`` of the response tokens under the current weights (no grad, eval mode): the "old"
@@ -129,7 +131,6 @@ class PolicyWorker(TrainableWorker):
         self, micro_batch: TrainingInputBatch, info: MiniBatchInfo
     ) -> tuple[torch.Tensor, dict[str, float]]:
         loss_mask = micro_batch["loss_mask"]
-        old_logprobs = micro_batch["action_log_probs"]
         logprobs, entropy = response_logprobs(
             self.model,
             micro_batch["sequences"],
@@ -139,6 +140,9 @@ class PolicyWorker(TrainableWorker):
             with_entropy=True,
             entropy_grad=self.use_entropy_loss,
         )
+        old_logprobs = micro_batch["action_log_probs"]
+        if self._old_logprobs_from_forward:
+            old_logprobs.copy_(logprobs.detach())  # a view of the batch's tensor: fills it for the update metrics
         per_token_loss, loss_metrics = self.policy_loss_fn(
             logprobs,
             old_logprobs,
@@ -176,6 +180,27 @@ class PolicyWorker(TrainableWorker):
             sq_dev_mean = metrics.pop("ratio_sq_dev_mean")
             metrics["ratio_std"] = math.sqrt(max(sq_dev_mean - (metrics["ratio_mean"] - 1.0) ** 2, 0.0))
         return metrics
+
+    def ppo_train(
+        self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int = 1
+    ) -> dict[str, float]:
+        """See `TrainableWorker.ppo_train`. A batch without ``action_log_probs`` must get exactly one optimizer step
+        (one epoch, one mini-batch): that step is taken after every micro-batch's backward, so the weights of the
+        update's own forward ARE the old policy, and its detached logprobs serve as the old logprobs (saving a
+        separate forward pass over the batch; PPOTrainer relies on this)."""
+        self._old_logprobs_from_forward = "action_log_probs" not in batch
+        if self._old_logprobs_from_forward:
+            if update_epochs != 1 or mini_batch_size < batch.batch_size:
+                raise ValueError(
+                    "the batch has no action_log_probs (old logprobs), which is only valid for a single optimizer "
+                    f"step; got update_epochs={update_epochs}, mini_batch_size={mini_batch_size} for "
+                    f"{batch.batch_size} rows"
+                )
+            batch["action_log_probs"] = torch.zeros(batch["loss_mask"].shape, dtype=torch.float32)
+        try:
+            return super().ppo_train(batch, mini_batch_size, micro_batch_size, update_epochs)
+        finally:
+            self._old_logprobs_from_forward = False
 
     def _update_metrics(
         self, batch: TrainingInputBatch, steps: list[tuple[dict[str, float], bool]]

@@ -213,3 +213,35 @@ def test_grad_norm_is_reported_before_clipping(build_policy, batch, on_policy):
     expected = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in worker.model.parameters()])).item()
     step = worker.optim_step()
     assert step["grad_norm"] == pytest.approx(expected, rel=1e-5) and expected > 1e-3
+
+
+def test_a_single_update_without_old_logprobs_uses_its_own_forward_as_the_old_policy(build_policy, batch, on_policy):
+    # The trainer leaves action_log_probs out when a batch gets exactly one optimizer step: the update must be the
+    # same as with the separately computed old logprobs, and the batch gets them filled in for the metrics.
+    results = []
+    for precomputed in (True, False):
+        worker = build_policy(lr=1e-3)
+        on_policy(worker, batch)
+        expected_old = batch["action_log_probs"].clone()
+        batch["advantages"] = torch.tensor(
+            [[1.0, -2.0, 0.5, 1.0], [0.3, 0.3, 0, 0], [-1.0, 2.0, 1.0, 0], [4.0, 0, 0, 0]]
+        )
+        if not precomputed:
+            del batch["action_log_probs"]
+        metrics = worker.ppo_train(batch, mini_batch_size=4, micro_batch_size=2)
+        torch.testing.assert_close(batch["action_log_probs"], expected_old, atol=1e-5, rtol=0)
+        results.append((_params(worker), metrics["policy/policy_loss"]))
+    (params_a, loss_a), (params_b, loss_b) = results
+    assert loss_b == pytest.approx(loss_a, abs=1e-6)
+    for name in params_a:
+        torch.testing.assert_close(params_b[name], params_a[name], atol=1e-6, rtol=1e-5)
+
+
+def test_a_batch_without_old_logprobs_needs_a_single_optimizer_step(build_policy, batch, on_policy):
+    worker = build_policy()
+    on_policy(worker, batch)
+    del batch["action_log_probs"]
+    with pytest.raises(
+        ValueError, match="only valid for a single optimizer step; got update_epochs=1, mini_batch_size=2"
+    ):
+        worker.ppo_train(batch, mini_batch_size=2, micro_batch_size=2)
