@@ -14,12 +14,13 @@ from typing import Any
 
 from .._common import LiveAPI, LiveModeError, ToolError, api_key
 from .offline import (
-    MAX_HISTORY_BARS,
     MAX_SEARCH_RESULTS,
+    history_result,
     normalize_crypto_symbol,
     normalize_period,
     normalize_ticker,
     parse_date,
+    parse_date_range,
 )
 
 POLYGON_DEFAULT_URL = "https://api.polygon.io"
@@ -110,16 +111,9 @@ class LiveMarket:
 
     def price_history(self, ticker: str, start_date: str, end_date: str) -> dict:
         symbol = normalize_ticker(ticker)
-        start, end = parse_date(start_date, "start_date"), parse_date(end_date, "end_date")
-        if start > end:
-            raise ToolError(f"start_date {start} is after end_date {end}")
+        start, end = parse_date_range(start_date, end_date)
         rows = [{"date": bar["date"], "close": bar["close"]} for bar in map(self._bar, self._aggs(symbol, start, end))]
-        if len(rows) > MAX_HISTORY_BARS:
-            raise ToolError(
-                f"{len(rows)} trading days between {start} and {end}; ask for at most {MAX_HISTORY_BARS} "
-                "(about one month) per call"
-            )
-        return {"ticker": symbol, "count": len(rows), "results": rows}
+        return history_result(symbol, start, end, rows)
 
     def crypto_price(self, symbol: str, date: str) -> dict:
         pair, day = normalize_crypto_symbol(symbol), parse_date(date)

@@ -13,6 +13,25 @@ from .._common import ToolError, unknown_value_error
 from .data import FIRST_DAY, HOLIDAYS, LAST_DAY, MARKET, Bar, MarketData
 
 MAX_HISTORY_BARS = 31
+
+
+def parse_date_range(start_date: str, end_date: str) -> tuple[dt.date, dt.date]:
+    start, end = parse_date(start_date, "start_date"), parse_date(end_date, "end_date")
+    if start > end:
+        raise ToolError(f"start_date {start} is after end_date {end}")
+    return start, end
+
+
+def history_result(symbol: str, start: dt.date, end: dt.date, rows: list[dict]) -> dict:
+    """`get_price_history`'s output (offline and live), refusing more than `MAX_HISTORY_BARS` rows."""
+    if len(rows) > MAX_HISTORY_BARS:
+        raise ToolError(
+            f"{len(rows)} trading days between {start} and {end}; ask for at most {MAX_HISTORY_BARS} "
+            "(about one month) per call"
+        )
+    return {"ticker": symbol, "count": len(rows), "results": rows}
+
+
 MAX_SEARCH_RESULTS = 5
 
 _QUARTER = re.compile(r"^(?:(\d{4})\s*-?\s*Q([1-4])|Q([1-4])\s*[- ]?\s*(\d{4}))$")
@@ -84,18 +103,11 @@ class OfflineMarket:
 
     def price_history(self, ticker: str, start_date: str, end_date: str) -> dict:
         symbol, bars = self._company_bars(ticker)
-        start, end = parse_date(start_date, "start_date"), parse_date(end_date, "end_date")
-        if start > end:
-            raise ToolError(f"start_date {start} is after end_date {end}")
+        start, end = parse_date_range(start_date, end_date)
         self._check_range(start)
         self._check_range(end)
         rows = [{"date": d.isoformat(), "close": bar.close} for d, bar in bars.items() if start <= d <= end]
-        if len(rows) > MAX_HISTORY_BARS:
-            raise ToolError(
-                f"{len(rows)} trading days between {start} and {end}; ask for at most {MAX_HISTORY_BARS} "
-                "(about one month) per call"
-            )
-        return {"ticker": symbol, "count": len(rows), "results": rows}
+        return history_result(symbol, start, end, rows)
 
     def crypto_price(self, symbol: str, date: str) -> dict:
         pair = normalize_crypto_symbol(symbol)
