@@ -2,7 +2,7 @@
 
 `--model` is any HF folder or hub id, or a built-in alias (the default CPU model `smollm2-135m-instruct`). The
 server prints its base URL once it accepts requests; point any OpenAI client at it, e.g.
-`OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="unused")` with `model=<--served-model-name>` (default: the
+`OpenAI(base_url="http://127.0.0.1:8000/v1", api_key=<any string>)` with `model=<--served-model-name>` (default: the
 `--model` value as given). SIGINT / SIGTERM stop it cleanly (running requests get a few seconds, then the engine
 is torn down). Only the `hf` (transformers) backend exists; other `--backend` values are refused.
 """

@@ -128,7 +128,7 @@ def test_the_default_cpu_model_answers_a_chat_with_text():
     server = ServerProcess("--model", "smollm2-135m-instruct", "--port", "0", "--log-level", "warning")
     try:
         sdk = openai.OpenAI(
-            base_url=server.url, api_key="unused", max_retries=0, timeout=120
+            base_url=server.url, api_key="unused", max_retries=0, timeout=120  # pragma: allowlist secret
         )  # pragma: allowlist secret
         result = sdk.chat.completions.create(
             model="smollm2-135m-instruct",

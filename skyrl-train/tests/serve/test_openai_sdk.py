@@ -16,7 +16,7 @@ GREEDY = {"temperature": 0, "extra_body": {"ignore_eos": True}}
 @pytest.fixture
 def sdk(server):
     return openai.OpenAI(
-        base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=60
+        base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=60  # pragma: allowlist secret
     )  # pragma: allowlist secret
 
 
