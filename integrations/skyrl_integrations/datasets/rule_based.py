@@ -483,32 +483,32 @@ def _latest_version(output: dict, service: str, environment: str) -> str | None:
 
 @_template("incident_root_cause", "multi_step", "slack")
 def _incident_root_cause(rng: random.Random, u: Universe) -> Draft:
-    incident = re.match(r"INC-\d+", rng.choice(_slack_parents(u, r"^INC-\d+")).text).group(0)
-
-    def thread_args(out: list[Any]) -> dict[str, Any]:
-        return {"channel": "incidents", "ts": _only_match(out[0])["ts"]}
-
-    def answer(out: list[Any]) -> str | None:
-        causes = [re.match(r"Root cause: (.+)\.$", m["text"]) for m in out[1]["messages"]]
-        return next((c.group(1) for c in causes if c), None)
-
-    calls = (Call("slack", "search_messages", {"query": incident}), Call("slack", "read_thread", thread_args))
-    return Draft(f"What was the root cause of {incident}?", calls, answer, "contains")
+    return _incident_thread_draft(rng, u, "What was the root cause of {incident}?", r"Root cause: (.+)\.$", "contains")
 
 
 @_template("incident_duration", "multi_step", "slack")
 def _incident_duration(rng: random.Random, u: Universe) -> Draft:
+    return _incident_thread_draft(
+        rng, u, "How many minutes did it take to resolve {incident}?", r"Resolved after (\d+) minutes", "numeric"
+    )
+
+
+def _incident_thread_draft(
+    rng: random.Random, u: Universe, question: str, answer_pattern: str, answer_match: str
+) -> Draft:
+    """Find a random incident's thread in #incidents (search, then read the thread); the answer is group 1 of the
+    first thread message matching `answer_pattern`."""
     incident = re.match(r"INC-\d+", rng.choice(_slack_parents(u, r"^INC-\d+")).text).group(0)
 
     def thread_args(out: list[Any]) -> dict[str, Any]:
         return {"channel": "incidents", "ts": _only_match(out[0])["ts"]}
 
     def answer(out: list[Any]) -> str | None:
-        found = [re.match(r"Resolved after (\d+) minutes", m["text"]) for m in out[1]["messages"]]
+        found = [re.match(answer_pattern, m["text"]) for m in out[1]["messages"]]
         return next((f.group(1) for f in found if f), None)
 
     calls = (Call("slack", "search_messages", {"query": incident}), Call("slack", "read_thread", thread_args))
-    return Draft(f"How many minutes did it take to resolve {incident}?", calls, answer)
+    return Draft(question.format(incident=incident), calls, answer, answer_match)
 
 
 def _only_match(output: dict) -> dict:
