@@ -15,6 +15,8 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bash "$repo_root/scripts/setup.sh"
 python="$repo_root/.venv/bin/python"
+# shellcheck source=../cpu_lora_grpo.sh
+source "$repo_root/examples/cpu_lora_grpo.sh"
 
 OUT="${OUT:-$repo_root/outputs/gsm8k}"
 DATA="$OUT/data"
@@ -23,35 +25,18 @@ if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
         --max-ops 1 --max-value 20 --few-shot 1 --seed 0
 fi
 
-"$python" -m skyrl_train.entrypoints.main_base \
+"$python" -m skyrl_train.entrypoints.main_base "${CPU_LORA_GRPO_OVERRIDES[@]}" \
     data.train_data="[$DATA/train.parquet]" \
     data.val_data="[$DATA/validation.parquet]" \
-    trainer.policy.model.path=smollm2-135m-instruct \
-    trainer.bf16=false \
-    trainer.gradient_checkpointing=false \
-    trainer.policy.model.lora.rank=32 \
-    trainer.policy.model.lora.alpha=64 \
-    trainer.policy.optimizer_config.lr=2e-4 \
-    trainer.algorithm.advantage_estimator=grpo \
-    trainer.algorithm.use_kl_loss=false \
-    trainer.epochs=1 \
-    trainer.train_batch_size=4 \
-    trainer.policy_mini_batch_size=4 \
-    trainer.micro_train_batch_size_per_gpu=8 \
-    trainer.micro_forward_batch_size_per_gpu=16 \
     trainer.eval_batch_size=128 \
-    trainer.eval_before_train=true \
     trainer.eval_interval=24 \
     trainer.max_prompt_length=384 \
-    generator.n_samples_per_prompt=4 \
     generator.max_turns=1 \
     generator.sampling_params.max_generate_length=64 \
     generator.eval_sampling_params.max_generate_length=64 \
     trainer.ckpt_interval=12 \
-    trainer.max_ckpts_to_keep=1 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \
-    "trainer.logger=[console,jsonl,tensorboard]" \
     trainer.project_name=gsm8k_cpu \
     trainer.run_name=grpo_smollm2_lora \
     "$@"

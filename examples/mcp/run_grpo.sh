@@ -27,6 +27,8 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bash "$repo_root/scripts/setup.sh"
 python="$repo_root/.venv/bin/python"
+# shellcheck source=../cpu_lora_grpo.sh
+source "$repo_root/examples/cpu_lora_grpo.sh"
 
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"
@@ -43,31 +45,16 @@ if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
     "$python" -m skyrl_integrations.datasets.validate "$DATA/train.parquet" "$DATA/validation.parquet"
 fi
 
-"$python" -m skyrl_train.entrypoints.main_base \
+"$python" -m skyrl_train.entrypoints.main_base "${CPU_LORA_GRPO_OVERRIDES[@]}" \
     data.train_data="[$DATA/train.parquet]" \
     data.val_data="[$DATA/validation.parquet]" \
     environment.env_class=mcp_tool \
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
-    trainer.policy.model.path=smollm2-135m-instruct \
-    trainer.bf16=false \
-    trainer.gradient_checkpointing=false \
-    trainer.policy.model.lora.rank=32 \
-    trainer.policy.model.lora.alpha=64 \
-    trainer.policy.optimizer_config.lr=2e-4 \
-    trainer.algorithm.advantage_estimator=grpo \
-    trainer.algorithm.use_kl_loss=false \
-    trainer.epochs=1 \
-    trainer.train_batch_size=4 \
-    trainer.policy_mini_batch_size=4 \
-    trainer.micro_train_batch_size_per_gpu=8 \
-    trainer.micro_forward_batch_size_per_gpu=16 \
     trainer.eval_batch_size=64 \
-    trainer.eval_before_train=true \
     trainer.eval_interval=12 \
     trainer.max_prompt_length=640 \
     generator.max_input_length=1024 \
-    generator.n_samples_per_prompt=4 \
     generator.max_num_seqs=16 \
     generator.max_turns=3 \
     generator.sampling_params.max_generate_length=64 \
@@ -76,10 +63,8 @@ fi
     "generator.sampling_params.stop=['</tool_call>']" \
     "generator.eval_sampling_params.stop=['</tool_call>']" \
     trainer.ckpt_interval=6 \
-    trainer.max_ckpts_to_keep=1 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \
-    "trainer.logger=[console,jsonl,tensorboard]" \
     trainer.project_name=mcp_cpu \
     trainer.run_name=grpo_smollm2_lora_market \
     "$@"
