@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from skyrl_train.config import to_dict
 from skyrl_train.dataset import PromptDataLoader
 from skyrl_train.evaluate import evaluate
 from skyrl_train.generators.base import GeneratorInterface
+from skyrl_train.inference_engines.base import InferenceEngineInterface
 from skyrl_train.storage import BackgroundUploader, S3Settings, queue_eval_dump_upload
 from skyrl_train.tracking import Tracking, step_progress
 from skyrl_train.trainer_utils import build_training_batch, output_uids, prepare_generator_input, reward_metrics
@@ -42,7 +43,9 @@ class PPOTrainer:
 
     `policy`, `ref` (or None) and `critic` (or None) are workers with the `PolicyWorker` / `RefWorker` /
     `CriticWorker` interface; `sync_weights` is called after each update (a no-op when the engine shares the
-    policy's module, as the colocated `hf` engine does).
+    policy's module, as the colocated `hf` engine does). With `inference_engine` given, every generation phase
+    (training rollouts, eval) runs between its `wake_up()` and `sleep()`, so the engine releases its memory and
+    drops prefix KV computed with weights that are about to change.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class PPOTrainer:
         ref=None,
         critic=None,
         sync_weights=None,
+        inference_engine: InferenceEngineInterface | None = None,
     ):
         if cfg.generator.step_wise_trajectories:
             raise NotImplementedError(
@@ -71,6 +75,7 @@ class PPOTrainer:
         self.generator = generator
         self.policy, self.ref, self.critic = policy, ref, critic
         self.sync_weights = sync_weights or (lambda: None)
+        self.inference_engine = inference_engine
         t = cfg.trainer
         self.s3 = S3Settings.from_trainer_config(t)
         self.uploader: BackgroundUploader | None = None
@@ -155,7 +160,8 @@ class PPOTrainer:
             generator_input, uids = prepare_generator_input(
                 batch, n, cfg.generator.sampling_params, cfg.environment.env_class, "train", self.global_step
             )
-            output = await self.generator.generate(generator_input)
+            async with self._generation_phase():
+                output = await self.generator.generate(generator_input)
         metrics.update(output.get("rollout_metrics") or {})
         uids = output_uids(output, uids)
         data_sources = [extras.get("data_source") for extras in generator_input["env_extras"]]
@@ -220,11 +226,26 @@ class PPOTrainer:
         mini_rows = t.policy_mini_batch_size * self.cfg.generator.n_samples_per_prompt
         return t.update_epochs_per_batch == 1 and mini_rows >= rows and self.kl_controller is None
 
+    @asynccontextmanager
+    async def _generation_phase(self):
+        """The inference engine's turn: awake while the block runs, asleep afterwards (the trainer's turn)."""
+        if self.inference_engine is None:
+            yield
+            return
+        await self.inference_engine.wake_up()
+        try:
+            yield
+        finally:
+            await self.inference_engine.sleep()
+
     async def eval(self) -> dict[str, float]:
         dump_dir = None
         if self.cfg.trainer.dump_eval_results:
             dump_dir = self.export_path / "dumped_evals" / f"global_step_{self.global_step}_evals"
-        metrics = await evaluate(self.eval_loader, self.generator, self.cfg, self.global_step, self.tokenizer, dump_dir)
+        async with self._generation_phase():
+            metrics = await evaluate(
+                self.eval_loader, self.generator, self.cfg, self.global_step, self.tokenizer, dump_dir
+            )
         if dump_dir is not None and self.s3 is not None:
             queue_eval_dump_upload(self.uploader, self.eval_store, dump_dir, self.s3.eval_prefix(self.global_step))
         return metrics

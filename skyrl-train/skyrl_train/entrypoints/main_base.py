@@ -126,7 +126,16 @@ class BasePPOExp:
             generator = endpoint.serve_during_generation(generator)
         with self.get_tracker() as tracker:
             trainer = PPOTrainer(
-                self.cfg, tracker, tokenizer, train_loader, eval_loader, generator, policy, ref, critic
+                self.cfg,
+                tracker,
+                tokenizer,
+                train_loader,
+                eval_loader,
+                generator,
+                policy,
+                ref,
+                critic,
+                inference_engine=engine,
             )
             try:
                 if endpoint is not None:

@@ -3,8 +3,9 @@
 One `step()` admits a group of waiting requests (one left-padded prefill forward), then advances every running
 sequence by one token with a single decode forward over the whole batch, and retires the sequences that finished.
 Requests therefore join and leave between steps without waiting for each other; see `kv_buffer` for how their KV
-caches of different lengths share one left-padded batch. All torch work happens on the caller's thread (the
-engine's scheduler thread); the only hand-off is `Request.on_finish`.
+caches of different lengths share one left-padded batch. A prefill takes what it can from the `PrefixCache` (the KV
+of finished sequences and of prefixes shared by a group) and feeds only the rest of each prompt. All torch work
+happens on the caller's thread (the engine's scheduler thread); the only hand-off is `Request.on_finish`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import collections
 import dataclasses
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from transformers import DynamicCache
 
 from skyrl_train.inference_engines.base import SamplingParams, StopReason
 from skyrl_train.inference_engines.kv_buffer import KVBuffer, compaction_plan
+from skyrl_train.inference_engines.prefix_cache import PrefixCache, PrefixEntry, common_prefix_length
 from skyrl_train.inference_engines.sampling import SamplingBatch, choose_tokens, sampled_logprobs
 
 
@@ -52,6 +55,8 @@ class EngineStats:
     max_batch_size: int = 0
     """Most sequences advanced by one decode forward pass."""
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """Prompt tokens whose KV came from the prefix cache instead of a forward pass (counted in `prompt_tokens`)."""
     generated_tokens: int = 0
     finished_requests: int = 0
 
@@ -73,6 +78,7 @@ class ContinuousBatcher:
         max_num_seqs: int,
         max_prefill_tokens: int,
         generator: torch.Generator,
+        prefix_cache_bytes: int = 0,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -88,6 +94,7 @@ class ContinuousBatcher:
         self.admitting: list[Request] = []
         """The group being prefilled: out of `waiting`, not yet in `running` (so a failure still reaches it)."""
         self.buffer = KVBuffer(max_num_seqs)
+        self.prefix_cache = PrefixCache(prefix_cache_bytes)
         self.last_tokens = torch.zeros(max_num_seqs, dtype=torch.long)
         """The token each running row feeds to the next decode step."""
         self.seen: torch.Tensor | None = None
@@ -129,39 +136,25 @@ class ContinuousBatcher:
     # -- scheduling ---------------------------------------------------------------------------------------------
 
     def _next_prefill_group(self) -> list[Request]:
-        """FIFO head of the queue, as many as fit in free rows and in `max_prefill_tokens` padded prompt tokens
-        (at least one, so a prompt longer than the budget is prefilled alone)."""
+        """FIFO head of the queue, as many as fit in free rows and in `max_prefill_tokens` padded tokens to feed (the
+        part of each prompt not in the prefix cache; at least one request, so a longer prompt is prefilled alone)."""
         group: list[Request] = []
-        longest = 0
+        widest = 0
         free_rows = self.max_num_seqs - len(self.running)
         while self.waiting and len(group) < free_rows:
-            padded = max(longest, len(self.waiting[0].prompt_ids))
+            prompt = self.waiting[0].prompt_ids
+            padded = max(widest, len(prompt) - self.prefix_cache.match(prompt)[1])
             if group and padded * (len(group) + 1) > self.max_prefill_tokens:
                 break
             group.append(self.waiting.popleft())
-            longest = padded
+            widest = padded
         return group
 
     def _prefill(self, group: list[Request]) -> None:
-        n, length = len(group), max(len(r.prompt_ids) for r in group)
-        input_ids = torch.full((n, length), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((n, length), dtype=torch.long)
-        for i, request in enumerate(group):
-            ids = request.prompt_ids
-            input_ids[i, length - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[i, length - len(ids) :] = 1
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp_(min=0)
-        cache = DynamicCache(config=self.model.config)
-        logits = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        ).logits[:, -1]
-        self.stats.prefill_forward_passes += 1
-        self.stats.prompt_tokens += int(attention_mask.sum())
+        n = len(group)
+        self._cache_shared_prefix(group)
+        prompts = [r.prompt_ids for r in group]
+        logits, cache = self._prefill_forward(prompts, [self.prefix_cache.match(p) for p in prompts])
 
         self._ensure_seen(logits.shape[-1])
         seen = torch.zeros(n, logits.shape[-1], dtype=torch.bool)
@@ -172,6 +165,13 @@ class ContinuousBatcher:
         tokens, logprobs = self._sample(logits, sampling, seen, seeded)
         seen[torch.arange(n), tokens] = True
         finished = set(self._record(group, tokens, logprobs))
+        for i in finished:
+            length = len(group[i].prompt_ids)
+            self.prefix_cache.insert(
+                group[i].prompt_ids,
+                [layer.keys[i, :, -length:] for layer in cache.layers],
+                [layer.values[i, :, -length:] for layer in cache.layers],
+            )
 
         keep = [i for i in range(n) if i not in finished]
         if not keep:
@@ -185,6 +185,73 @@ class ContinuousBatcher:
         self.last_tokens[rows] = tokens[index]
         self.running.extend(group[i] for i in keep)
         self._sampling = None
+
+    def _prefill_forward(
+        self, prompts: list[list[int]], prefixes: list[tuple[PrefixEntry | None, int]]
+    ) -> tuple[torch.Tensor, DynamicCache]:
+        """One forward over `prompts`, reusing prompt i's first `prefixes[i][1]` tokens' KV from its cache entry.
+        Returns the last-position logits [n, V] and the KV of all prompt tokens, row i left-padded with its prompt
+        at the end (the layout `KVBuffer.add_rows` takes).
+
+        Every row feeds the same number of tokens (the longest uncached suffix) and no row has padding in the
+        middle: a row with a shorter uncached suffix feeds some of its cached tokens again instead of padding."""
+        n, lengths = len(prompts), [len(p) for p in prompts]
+        fed = max(length - hit for length, (_, hit) in zip(lengths, prefixes, strict=True))
+        reused = [max(length - fed, 0) for length in lengths]  # <= hit, since fed >= length - hit
+        past = max(reused)
+        input_ids = torch.full((n, fed), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((n, past + fed), dtype=torch.long)
+        for i, (prompt, length, start) in enumerate(zip(prompts, lengths, reused, strict=True)):
+            input_ids[i, fed - (length - start) :] = torch.tensor(prompt[start:], dtype=torch.long)
+            attention_mask[i, past + fed - length :] = 1
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp_(min=0)[:, past:]
+        cache = DynamicCache(config=self.model.config)
+        if past:
+            self._load_prefixes(cache, [entry for entry, _ in prefixes], reused, past)
+        logits = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits[:, -1]
+        self.stats.prefill_forward_passes += 1
+        self.stats.prompt_tokens += sum(lengths)
+        self.stats.cached_prompt_tokens += sum(reused)
+        return logits, cache
+
+    @staticmethod
+    def _load_prefixes(cache: DynamicCache, entries: list[PrefixEntry | None], reused: list[int], past: int) -> None:
+        """Fill `cache` with `past` left-padded columns per row: row i's last `reused[i]` columns from its entry."""
+        donor = next(entry for entry, count in zip(entries, reused, strict=True) if count)
+        for layer, like in enumerate(donor.keys):
+            heads, dim = like.shape[0], like.shape[2]
+            # Zeros, not empty: padding is masked, but 0 * NaN in the attention would still poison the row.
+            keys = torch.zeros(len(entries), heads, past, dim, dtype=like.dtype, device=like.device)
+            values = torch.zeros_like(keys)
+            for row, (entry, count) in enumerate(zip(entries, reused, strict=True)):
+                if count:
+                    keys[row, :, past - count :] = entry.keys[layer][:, :count]
+                    values[row, :, past - count :] = entry.values[layer][:, :count]
+            cache.update(keys, values, layer)
+
+    def _cache_shared_prefix(self, group: list[Request]) -> None:
+        """Prefill the prompts' common prefix once (as its own cache entry) when the cache does not hold it yet, so
+        that e.g. the n samples of a GRPO prompt, or prompts behind one system prompt, do not each prefill it."""
+        if not self.prefix_cache.enabled or len(group) < 2:
+            return
+        first = np.asarray(group[0].prompt_ids, dtype=np.int64)
+        shared = len(first) - 1
+        for request in group[1:]:
+            shared = common_prefix_length(first, np.asarray(request.prompt_ids, dtype=np.int64), shared)
+        tokens = group[0].prompt_ids[:shared]
+        if shared < _MIN_SHARED_PREFIX or self.prefix_cache.match(tokens, shared)[1] >= shared - _MIN_SHARED_PREFIX:
+            return
+        _, cache = self._prefill_forward([tokens], [self.prefix_cache.match(tokens)])
+        self.prefix_cache.insert(
+            tokens, [layer.keys[0] for layer in cache.layers], [layer.values[0] for layer in cache.layers]
+        )
 
     def _decode(self) -> None:
         rows = len(self.running)
@@ -211,6 +278,10 @@ class ContinuousBatcher:
         self.seen[torch.arange(rows), tokens] = True
         finished = self._record(self.running, tokens, logprobs)
         if finished:
+            for row in finished:
+                request = self.running[row]
+                keys, values = self.buffer.row_kv(row)
+                self.prefix_cache.insert(request.prompt_ids + request.response_ids[:-1], keys, values)
             self._remove_rows(finished)
 
     def _sample(
@@ -295,3 +366,7 @@ class ContinuousBatcher:
         self.admitting = []
         self.buffer.release()
         self._sampling = None
+
+
+_MIN_SHARED_PREFIX = 16
+"""Shortest common prefix (tokens) worth a prefill forward of its own."""

@@ -13,6 +13,10 @@ work it puts the module in eval mode and runs every forward under `torch.no_grad
 the batch drains it restores the module's previous train/eval mode. The trainer must not update the weights while
 a generation is in flight; `await engine.sleep()` waits for the in-flight requests to finish and then refuses new
 ones until `await engine.wake_up()`, which makes that hand-over explicit.
+
+Prefix caching: prompts reuse the KV of earlier sequences they start with (see `prefix_cache`). Cached KV belongs to
+the weights that computed it, so whoever changes the weights must go through `sleep()` (or call
+`reset_prefix_cache()`) first: both drop the cache.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class HFInferenceEngine(InferenceEngineInterface):
         max_num_seqs: most sequences decoded together in one forward pass.
         max_prefill_tokens: most padded prompt tokens prefilled by one forward pass (a longer prompt goes alone).
         seed: seed of the engine generator, used by requests without their own `seed`; None draws a random one.
+        prefix_cache_bytes: memory for cached prefix KV (least recently used entries go first); 0 turns prefix
+            caching off.
 
     `SamplingParams.additional_kwargs` understood here: `ignore_eos` (bool: keep generating after EOS, until
     `max_generate_length` or a stop string). Other keys are meant for other backends and are ignored.
@@ -57,6 +63,7 @@ class HFInferenceEngine(InferenceEngineInterface):
         max_num_seqs: int = 64,
         max_prefill_tokens: int = 8192,
         seed: int | None = None,
+        prefix_cache_bytes: int = 2 * 2**30,
     ):
         if max_num_seqs < 1 or max_prefill_tokens < 1:
             raise ValueError("max_num_seqs and max_prefill_tokens must be >= 1")
@@ -84,10 +91,12 @@ class HFInferenceEngine(InferenceEngineInterface):
             max_num_seqs=max_num_seqs,
             max_prefill_tokens=max_prefill_tokens,
             generator=generator,
+            prefix_cache_bytes=prefix_cache_bytes,
         )
         self._cond = threading.Condition()
         self._inbox: list[Request] = []
         self._abort_requested = False
+        self._prefix_reset_requested = False
         self._stopping = False
         self._asleep = False
         self._idle = True
@@ -132,9 +141,16 @@ class HFInferenceEngine(InferenceEngineInterface):
             self._cond.notify_all()
 
     async def sleep(self) -> None:
-        """Wait until no request is in flight, then refuse new ones until `wake_up` (the trainer's turn). The KV
-        cache is already freed whenever the batch is empty, so there is nothing else to release."""
+        """Wait until no request is in flight, then refuse new ones until `wake_up` (the trainer's turn, when the
+        weights may change). Drops the prefix cache; the running batch's KV is already freed when it is empty."""
         await asyncio.to_thread(self._wait_idle_and_sleep)
+
+    async def reset_prefix_cache(self) -> None:
+        """Drop every cached prefix (call after changing the weights outside `sleep`/`wake_up`). Requests already
+        running keep their own KV; no request admitted after this call reuses a prefix cached before it."""
+        with self._cond:
+            self._prefix_reset_requested = True
+            self._cond.notify_all()
 
     async def wake_up(self, tags: list[str] | None = None) -> None:
         with self._cond:
@@ -220,6 +236,8 @@ class HFInferenceEngine(InferenceEngineInterface):
         with self._cond:
             self._cond.wait_for(lambda: (self._idle and not self._inbox) or self._stopping or self._dead is not None)
             self._asleep = True
+            # The scheduler thread is parked (idle) or gone, so the cache has no other user right now.
+            self._batcher.prefix_cache.clear()
 
     # -- scheduler thread -----------------------------------------------------------------------------------------
 
@@ -240,7 +258,10 @@ class HFInferenceEngine(InferenceEngineInterface):
                         break
                     incoming, self._inbox = self._inbox, []
                     abort, self._abort_requested = self._abort_requested, False
+                    reset_prefixes, self._prefix_reset_requested = self._prefix_reset_requested, False
                     self._idle = False
+                if reset_prefixes:  # before admitting anything submitted after the reset call
+                    batcher.prefix_cache.clear()
                 if restore_training is None:
                     restore_training = self.model.training
                     self.model.eval()

@@ -89,6 +89,11 @@ class KVBuffer:
         """Account for the column written by the decode step that just ran."""
         self.width += 1
 
+    def row_kv(self, row: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Views of one row's real columns: per layer (keys, values) [kv_heads, tokens, head_dim]."""
+        columns = slice(int(self.start[row]), self.width)
+        return [k[row, :, columns] for k in self.keys], [v[row, :, columns] for v in self.values]
+
     def move_rows(self, holes: torch.Tensor, sources: torch.Tensor, rows: int) -> None:
         """Copy rows `sources` into rows `holes` and keep the first `rows` rows (see `compaction_plan`)."""
         if rows == 0:

@@ -15,6 +15,12 @@ Work is kept to what the response needs: padding columns shared by every row of 
 (``logits_to_keep``) and the logprob is ``logit[token] − logsumexp(logits)``, which never materialises a
 second vocabulary-sized tensor. Outputs are zero wherever the response is padding, so they do not depend on
 how a batch was split into micro-batches.
+
+Shared prompt prefixes are computed once: when every row of a micro-batch starts with the same tokens (a system
+prompt, few-shot demonstrations, the n samples of one GRPO prompt), those tokens go through the model once and
+their keys/values are broadcast to the rows, which then only run their own tokens. Gradients flow back through the
+broadcast, so logprobs and gradients are those of the plain forward (up to float rounding) at a fraction of the
+compute and activation memory. Not with activation checkpointing, which recomputes layers and cannot carry a cache.
 """
 
 from __future__ import annotations
@@ -99,14 +105,7 @@ def response_logprobs(
     if kept == 0:
         zeros = sequences.new_zeros((batch_size, response_length), dtype=torch.float32)
         return zeros, (zeros.clone() if with_entropy else None)
-    output = model(
-        input_ids=seqs,
-        attention_mask=mask,
-        position_ids=position_ids_from_attention_mask(mask),
-        use_cache=False,
-        logits_to_keep=kept + 1,
-    )
-    logits = output.logits[:, :-1, :]
+    logits = _last_logits(model, seqs, mask, kept + 1)[:, :-1, :]
     if logits.dtype != torch.float32:
         logits = logits.float()
     temp = effective_temperature(temperature)
@@ -121,6 +120,58 @@ def response_logprobs(
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy = pad_response(compute_entropy(logits, response_mask), response_length)
     return pad_response(logprobs, response_length), entropy
+
+
+def _last_logits(model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int) -> torch.Tensor:
+    """Logits of the last `keep` columns of left-padded `seqs`, computing a prefix all rows share only once."""
+    shared = shared_prefix_length(seqs, mask, seqs.shape[1] - keep)
+    if shared < _MIN_SHARED_PREFIX or seqs.shape[0] < 2 or getattr(model, "is_activation_checkpointing", False):
+        return model(
+            input_ids=seqs,
+            attention_mask=mask,
+            position_ids=position_ids_from_attention_mask(mask),
+            use_cache=False,
+            logits_to_keep=keep,
+        ).logits
+    rows = seqs.shape[0]
+    first = int(mask[0].nonzero()[0])
+    prefix = seqs[:1, first : first + shared]
+    past = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+    for layer in past.layers:
+        layer.keys = layer.keys.expand(rows, -1, -1, -1)
+        layer.values = layer.values.expand(rows, -1, -1, -1)
+    # Row i's prefix ends at column starts[i] + shared; its own tokens follow. Cut every row at the earliest such
+    # end and hide the prefix tokens of rows whose prefix ends later (they are in the cache already).
+    starts = mask.long().argmax(dim=1)
+    cut = int(starts.min()) + shared
+    own = mask[:, cut:] * (torch.arange(cut, seqs.shape[1])[None, :] >= (starts + shared)[:, None])
+    positions = (own.long().cumsum(dim=-1) - 1).clamp_min_(0) + shared
+    return model(
+        input_ids=seqs[:, cut:],
+        attention_mask=torch.cat([own.new_ones(rows, shared), own], dim=1),
+        position_ids=positions,
+        past_key_values=past,
+        use_cache=True,
+        logits_to_keep=keep,
+    ).logits
+
+
+def shared_prefix_length(seqs: torch.Tensor, mask: torch.Tensor, end: int) -> int:
+    """How many leading real tokens all rows of left-padded `seqs` have in common, counting only tokens before
+    column `end` in every row (so that columns from `end` on hold each row's own tokens)."""
+    if not bool(mask.any(dim=1).all()):
+        return 0
+    starts = mask.long().argmax(dim=1)
+    span = end - int(starts.max())
+    if span <= 0:
+        return 0
+    tokens = seqs.gather(1, starts[:, None] + torch.arange(span)[None, :])
+    differs = (tokens != tokens[:1]).any(dim=0)
+    return int(differs.long().argmax()) if bool(differs.any()) else span
+
+
+_MIN_SHARED_PREFIX = 32
+"""Shortest shared prefix (tokens) worth a forward pass of its own."""
 
 
 @contextmanager

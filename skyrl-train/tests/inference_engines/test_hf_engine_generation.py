@@ -192,3 +192,102 @@ async def test_concurrent_requests_share_forward_passes(engine, tiny_tokenizer):
     assert engine.stats.forward_passes <= 20
     assert engine.stats.max_batch_size == 8
     assert engine.stats.generated_tokens == 80
+
+
+# -- prefix caching -------------------------------------------------------------------------------------------------
+
+SYSTEM = "You are a careful assistant. Use the tools, then answer in one short line. " * 3
+
+
+def assert_logprobs_match_full_forward(model, prompt: list[int], output: dict, temperature: float) -> None:
+    expected = full_forward_logprobs(model, prompt, output["response_ids"], temperature)
+    assert (expected - torch.tensor(output["response_logprobs"])).abs().max().item() < 1e-3
+
+
+async def test_the_next_turn_reuses_the_kv_of_the_previous_turn(engine, model, tiny_tokenizer):
+    sampling = SamplingParams(temperature=0.7, max_generate_length=10, additional_kwargs={"ignore_eos": True})
+    turn1 = token_ids(tiny_tokenizer, SYSTEM + "What was the close of MSFT?")
+    first = await generate_one(engine, turn1, sampling)
+    turn2 = turn1 + first["response_ids"] + token_ids(tiny_tokenizer, " Tool result: 317.12. Now answer.")
+    cached_before = engine.stats.cached_prompt_tokens
+    second = await generate_one(engine, turn2, sampling)
+    # Everything but the last sampled token of turn 1 (it was never fed, so it has no KV yet) comes from the cache.
+    assert engine.stats.cached_prompt_tokens - cached_before == len(turn1) + len(first["response_ids"]) - 1
+    assert_logprobs_match_full_forward(model, turn2, second, temperature=0.7)
+
+
+async def test_a_group_prefills_its_shared_prefix_once_and_generates_what_each_prompt_alone_would(
+    engine, model, tiny_tokenizer
+):
+    # GRPO-shaped: two questions, two samples each, behind one system prompt; tails of equal length.
+    questions = [token_ids(tiny_tokenizer, SYSTEM + f"Question number {i}?") for i in (1, 2)]
+    assert len(questions[0]) == len(questions[1])
+    prompts = [questions[0], questions[0], questions[1], questions[1]]
+    shared = next(i for i, (a, b) in enumerate(zip(*questions, strict=True)) if a != b)
+    output = await engine.generate({"prompt_token_ids": prompts, "sampling_params": greedy(8, ignore_eos=True)})
+    assert engine.stats.prefill_forward_passes == 2  # the shared prefix, then the four tails
+    assert engine.stats.cached_prompt_tokens == 4 * shared
+    for prompt, response in zip(prompts, output["response_ids"], strict=True):
+        expected = model.generate(torch.tensor([prompt]), max_new_tokens=8, min_new_tokens=8, do_sample=False)
+        assert response == expected[0, len(prompt) :].tolist()
+
+
+async def test_a_prefill_group_mixing_a_cache_hit_and_a_miss_generates_what_each_prompt_alone_would(
+    engine, model, tiny_tokenizer
+):
+    sampling = SamplingParams(temperature=0.7, max_generate_length=6, additional_kwargs={"ignore_eos": True})
+    long_prompt = token_ids(tiny_tokenizer, SYSTEM * 2)
+    first = await generate_one(engine, long_prompt, sampling)
+    continued = long_prompt + first["response_ids"] + token_ids(tiny_tokenizer, " and then?")
+    unrelated = token_ids(tiny_tokenizer, PROMPTS[3])
+    prompts = [continued, unrelated, token_ids(tiny_tokenizer, PROMPTS[1])]
+    output = await engine.generate({"prompt_token_ids": prompts, "sampling_params": sampling})
+    assert engine.stats.cached_prompt_tokens > 0
+    for prompt, response_ids, logprobs in zip(
+        prompts, output["response_ids"], output["response_logprobs"], strict=True
+    ):
+        assert_logprobs_match_full_forward(
+            model, prompt, {"response_ids": response_ids, "response_logprobs": logprobs}, temperature=0.7
+        )
+
+
+async def test_sleep_and_reset_prefix_cache_drop_cached_prefixes(engine, tiny_tokenizer):
+    prompt = token_ids(tiny_tokenizer, SYSTEM)
+    first = await generate_one(engine, prompt, greedy(4, ignore_eos=True))
+    continued = prompt + first["response_ids"] + token_ids(tiny_tokenizer, " more")
+
+    async def cached_tokens_of(call) -> int:
+        before = engine.stats.cached_prompt_tokens
+        await call
+        return engine.stats.cached_prompt_tokens - before
+
+    assert await cached_tokens_of(generate_one(engine, continued, greedy(2))) > 0
+    await engine.reset_prefix_cache()
+    assert await cached_tokens_of(generate_one(engine, continued, greedy(2))) == 0
+    await engine.sleep()
+    await engine.wake_up()
+    assert await cached_tokens_of(generate_one(engine, continued, greedy(2))) == 0
+
+
+async def test_after_a_weight_update_between_sleep_and_wake_up_generation_uses_only_the_new_weights(
+    tiny_model, tiny_tokenizer
+):
+    from skyrl_train.models import load_causal_lm
+
+    model = load_causal_lm(tiny_model).eval()
+    engine = HFInferenceEngine(model, tiny_tokenizer, max_num_seqs=4, seed=0)
+    try:
+        prompt = token_ids(tiny_tokenizer, SYSTEM)
+        first = await generate_one(engine, prompt, greedy(6, ignore_eos=True))
+        await engine.sleep()
+        with torch.no_grad():  # an "optimizer step" that changes every layer's keys
+            for layer in model.model.layers:
+                layer.self_attn.k_proj.weight.mul_(-3.0)
+        await engine.wake_up()
+        continued = prompt + first["response_ids"]
+        output = await generate_one(engine, continued, greedy(6, ignore_eos=True))
+    finally:
+        await engine.teardown()
+    expected = model.generate(torch.tensor([continued]), max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    assert output["response_ids"] == expected[0, len(continued) :].tolist()
+    assert engine.stats.cached_prompt_tokens == 0
