@@ -55,8 +55,12 @@ class EngineStats:
     max_batch_size: int = 0
     """Most sequences advanced by one decode forward pass."""
     prompt_tokens: int = 0
+    """Tokens in the prompts of the requests admitted so far."""
     cached_prompt_tokens: int = 0
-    """Prompt tokens whose KV came from the prefix cache instead of a forward pass (counted in `prompt_tokens`)."""
+    """Of `prompt_tokens`, those whose KV came from the prefix cache instead of a forward pass."""
+    prefilled_tokens: int = 0
+    """Tokens run through prefill forward passes (uncached prompt tokens, shared prefixes prefilled once for a
+    group, cached tokens fed again to line a group up), padding excluded: the prefill work actually done."""
     generated_tokens: int = 0
     finished_requests: int = 0
 
@@ -154,7 +158,9 @@ class ContinuousBatcher:
         n = len(group)
         self._cache_shared_prefix(group)
         prompts = [r.prompt_ids for r in group]
-        logits, cache = self._prefill_forward(prompts, [self.prefix_cache.match(p) for p in prompts])
+        logits, cache, reused = self._prefill_forward(prompts, [self.prefix_cache.match(p) for p in prompts])
+        self.stats.prompt_tokens += sum(len(p) for p in prompts)
+        self.stats.cached_prompt_tokens += reused
 
         self._ensure_seen(logits.shape[-1])
         seen = torch.zeros(n, logits.shape[-1], dtype=torch.bool)
@@ -188,10 +194,10 @@ class ContinuousBatcher:
 
     def _prefill_forward(
         self, prompts: list[list[int]], prefixes: list[tuple[PrefixEntry | None, int]]
-    ) -> tuple[torch.Tensor, DynamicCache]:
+    ) -> tuple[torch.Tensor, DynamicCache, int]:
         """One forward over `prompts`, reusing prompt i's first `prefixes[i][1]` tokens' KV from its cache entry.
-        Returns the last-position logits [n, V] and the KV of all prompt tokens, row i left-padded with its prompt
-        at the end (the layout `KVBuffer.add_rows` takes).
+        Returns the last-position logits [n, V], the KV of all prompt tokens, row i left-padded with its prompt at
+        the end (the layout `KVBuffer.add_rows` takes), and how many prompt tokens' KV was reused.
 
         Every row feeds the same number of tokens (the longest uncached suffix) and no row has padding in the
         middle: a row with a shorter uncached suffix feeds some of its cached tokens again instead of padding."""
@@ -217,9 +223,8 @@ class ContinuousBatcher:
             logits_to_keep=1,
         ).logits[:, -1]
         self.stats.prefill_forward_passes += 1
-        self.stats.prompt_tokens += sum(lengths)
-        self.stats.cached_prompt_tokens += sum(reused)
-        return logits, cache
+        self.stats.prefilled_tokens += sum(lengths) - sum(reused)
+        return logits, cache, sum(reused)
 
     @staticmethod
     def _load_prefixes(cache: DynamicCache, entries: list[PrefixEntry | None], reused: list[int], past: int) -> None:
@@ -248,7 +253,7 @@ class ContinuousBatcher:
         tokens = group[0].prompt_ids[:shared]
         if shared < _MIN_SHARED_PREFIX or self.prefix_cache.match(tokens, shared)[1] >= shared - _MIN_SHARED_PREFIX:
             return
-        _, cache = self._prefill_forward([tokens], [self.prefix_cache.match(tokens)])
+        _, cache, _ = self._prefill_forward([tokens], [self.prefix_cache.match(tokens)])
         self.prefix_cache.insert(
             tokens, [layer.keys[0] for layer in cache.layers], [layer.values[0] for layer in cache.layers]
         )

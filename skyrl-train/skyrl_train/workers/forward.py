@@ -93,19 +93,21 @@ def response_logprobs(
     *,
     with_entropy: bool = False,
     entropy_grad: bool = True,
+    share_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logprobs ``[B, R]`` of the last ``R = response_length`` tokens of ``sequences`` under ``model``.
 
     Differentiable when grad is enabled. With ``with_entropy``, also the entropy ``[B, R]`` of each of those
     next-token distributions (at the same temperature); ``entropy_grad=False`` computes it without building
     a graph through the vocabulary softmax (for a metric only). Both are 0 on response padding.
+    ``share_prefix=False`` runs every row through the whole model even when the rows share a prompt prefix.
     """
     seqs, mask, kept = trim_padding(sequences, attention_mask, response_length)
     batch_size = sequences.shape[0]
     if kept == 0:
         zeros = sequences.new_zeros((batch_size, response_length), dtype=torch.float32)
         return zeros, (zeros.clone() if with_entropy else None)
-    logits = _last_logits(model, seqs, mask, kept + 1)[:, :-1, :]
+    logits = _last_logits(model, seqs, mask, kept + 1, share_prefix)[:, :-1, :]
     if logits.dtype != torch.float32:
         logits = logits.float()
     temp = effective_temperature(temperature)
@@ -122,9 +124,11 @@ def response_logprobs(
     return pad_response(logprobs, response_length), entropy
 
 
-def _last_logits(model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int) -> torch.Tensor:
+def _last_logits(
+    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, share_prefix: bool
+) -> torch.Tensor:
     """Logits of the last `keep` columns of left-padded `seqs`, computing a prefix all rows share only once."""
-    shared = shared_prefix_length(seqs, mask, seqs.shape[1] - keep)
+    shared = shared_prefix_length(seqs, mask, seqs.shape[1] - keep) if share_prefix else 0
     if shared < _MIN_SHARED_PREFIX or seqs.shape[0] < 2 or getattr(model, "is_activation_checkpointing", False):
         return model(
             input_ids=seqs,

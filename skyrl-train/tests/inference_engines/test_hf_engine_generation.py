@@ -227,6 +227,8 @@ async def test_a_group_prefills_its_shared_prefix_once_and_generates_what_each_p
     output = await engine.generate({"prompt_token_ids": prompts, "sampling_params": greedy(8, ignore_eos=True)})
     assert engine.stats.prefill_forward_passes == 2  # the shared prefix, then the four tails
     assert engine.stats.cached_prompt_tokens == 4 * shared
+    assert engine.stats.prompt_tokens == 4 * len(questions[0])
+    assert engine.stats.prefilled_tokens == shared + 4 * (len(questions[0]) - shared)
     for prompt, response in zip(prompts, output["response_ids"], strict=True):
         expected = model.generate(torch.tensor([prompt]), max_new_tokens=8, min_new_tokens=8, do_sample=False)
         assert response == expected[0, len(prompt) :].tolist()
