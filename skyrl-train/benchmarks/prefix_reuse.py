@@ -21,6 +21,7 @@ import time
 import torch
 
 from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams
+from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES
 from skyrl_train.models import DEFAULT_MODEL, load_causal_lm, load_tokenizer
 from skyrl_train.workers import response_logprobs
 
@@ -81,7 +82,7 @@ async def main(args: argparse.Namespace) -> None:
         f"and {args.observation_tokens} observation tokens per turn, torch_threads={torch.get_num_threads()}"
     )
     model.eval()
-    for label, cache_bytes in (("no prefix cache", 0), ("prefix cache", 2 * 2**30)):
+    for label, cache_bytes in (("no prefix cache", 0), ("prefix cache", DEFAULT_PREFIX_CACHE_BYTES)):
         engine = HFInferenceEngine(model, tokenizer, max_num_seqs=64, seed=0, prefix_cache_bytes=cache_bytes)
         elapsed, sequences = await rollouts(engine, tokenizer, args)
         stats = engine.stats

@@ -11,16 +11,20 @@ tool calls      0.2     fraction of `tool_sequence` steps matched, in order, by 
                         (and that server, when the step names one)
 parameters      0.2     fraction of steps whose matched call had the expected `params` (every expected
                         key equal; extra arguments are ignored)
-answer          0.5     the final answer matches `success.expected_answer` (`answer_match`: "numeric"
-                        within a relative tolerance, "exact" after normalisation, or "contains" as a
-                        whole word/phrase); always 0 when `must_call_tool` is set and no call ran
+answer          0.5     the final answer matches `success.expected_answer` (`answer_match`: "numeric":
+                        the answer's last number, dates aside, within a relative tolerance; "exact" after
+                        normalisation; "contains" as a whole word/phrase); always 0 when `must_call_tool`
+                        is set and no call ran
 ==============  ======  =============================================================================
 
 Steps are matched to calls by an order-preserving alignment that maximises the tool + parameter credit, so a
 wrong first attempt followed by a corrected call still earns full credit. Components that do not apply are left
 out and the weights renormalised: without `tool_sequence`, format counts only if `must_call_tool` is set, and tool
 calls / parameters drop out; without `expected_answer`, answer drops out. A ground truth with nothing to score is
-rejected. Finally, using more distinct servers or tools than `limits` allows caps the reward at
+rejected. A numeric answer is the last number the reply states (ISO dates are not numbers here): a reply that
+lists several candidates, e.g. by echoing a whole tool result, commits to its last one, so copying every number of
+an observation is not a way to be right. Finally, using more distinct servers or tools than `limits` allows caps
+the reward at
 `LIMIT_VIOLATION_CAP`. `success` is 1 when the answer matched (or, for tasks without an expected answer, when
 every step was matched with the right parameters).
 
@@ -57,6 +61,7 @@ NOT_EXECUTED = frozenset({"unknown_tool", "not_allowed"})
 
 _NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
 """A number, with optional thousands separators ("1,234,567.5") and exponent."""
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 
 
 # -------------------------------------------------------------------------------------------- ground truth
@@ -273,7 +278,8 @@ def answer_matches(truth: GroundTruth, answer: str) -> bool:
     if truth.answer_match == "numeric":
         target = float(expected.replace(",", ""))
         tolerance = truth.tolerance * abs(target) if target else truth.tolerance  # relative; absolute around 0
-        return any(abs(number - target) <= tolerance for number in numbers_in(answer))
+        stated = numbers_in(_ISO_DATE.sub(" ", answer))
+        return bool(stated) and abs(stated[-1] - target) <= tolerance
     if truth.answer_match == "exact":
         return _normalise(answer) == _normalise(expected)
     phrase = _normalise(expected)

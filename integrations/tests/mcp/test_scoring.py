@@ -146,6 +146,19 @@ def test_numeric_answers_match_within_the_relative_tolerance(answer, matched):
     assert answer_matches(truth(), answer) is matched
 
 
+@pytest.mark.parametrize(
+    ("answer", "matched"),
+    [
+        ('{"date":"2024-03-15","open":185.1,"high":188.0,"close":187.23,"volume":5123456}', False),
+        ("187.23 or maybe 185.1", False),
+        ("It opened at 185.1 and closed at 187.23.", True),
+        ("On 2024-03-15 AAPL closed at 187.23", True),
+    ],
+)
+def test_a_numeric_answer_is_the_last_number_stated_so_echoing_a_tool_result_is_not_right(answer, matched):
+    assert answer_matches(truth(), answer) is matched
+
+
 def test_numbers_with_thousands_separators_are_read():
     gt = truth(success={"expected_answer": "1234567.5", "answer_match": "numeric"})
     assert answer_matches(gt, "Revenue: 1,234,567.5 USD")

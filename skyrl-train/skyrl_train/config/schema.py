@@ -370,7 +370,9 @@ class GeneratorConfig:
     async_engine: bool = knob(True, "Use the async engine API (needed by multi-turn agent loops).")
     batched: bool = knob(False, "Generate the whole batch in one call (single-turn only).")
     vllm_v1_disable_multiproc: bool = knob(True, "Set VLLM_ENABLE_V1_MULTIPROCESSING=0.")
-    enable_prefix_caching: bool = knob(True, "vLLM prefix caching.")
+    enable_prefix_caching: bool = knob(
+        True, "Reuse the KV of shared prompt prefixes (vLLM prefix caching; the hf engine's prefix cache)."
+    )
     enable_chunked_prefill: bool = knob(True, "vLLM chunked prefill.")
     max_num_batched_tokens: int = knob(8192, "vLLM max tokens per scheduler step.")
     enforce_eager: bool = knob(True, "vLLM: disable CUDA graphs.")

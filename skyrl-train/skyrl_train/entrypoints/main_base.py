@@ -82,9 +82,15 @@ class BasePPOExp:
                 f"generator.backend={g.backend!r} (run_engines_locally={g.run_engines_locally}) is not available yet; "
                 "use generator.backend=hf"
             )
-        from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
+        from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES, HFInferenceEngine
 
-        return HFInferenceEngine(policy.model, tokenizer, max_num_seqs=g.max_num_seqs, seed=self.cfg.trainer.seed)
+        return HFInferenceEngine(
+            policy.model,
+            tokenizer,
+            max_num_seqs=g.max_num_seqs,
+            seed=self.cfg.trainer.seed,
+            prefix_cache_bytes=DEFAULT_PREFIX_CACHE_BYTES if g.enable_prefix_caching else 0,
+        )
 
     def get_generator(self, engine: InferenceEngineInterface, tokenizer) -> SkyRLGymGenerator:
         return SkyRLGymGenerator(self.cfg.generator, self.cfg.environment.skyrl_gym, engine, tokenizer)

@@ -38,6 +38,8 @@ from skyrl_train.inference_engines.base import (
 )
 from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request
 
+DEFAULT_PREFIX_CACHE_BYTES = 2 * 2**30
+
 
 class HFInferenceEngine(InferenceEngineInterface):
     """Continuous-batching inference over an already-loaded causal LM (see the module docstring).
@@ -63,7 +65,7 @@ class HFInferenceEngine(InferenceEngineInterface):
         max_num_seqs: int = 64,
         max_prefill_tokens: int = 8192,
         seed: int | None = None,
-        prefix_cache_bytes: int = 2 * 2**30,
+        prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
     ):
         if max_num_seqs < 1 or max_prefill_tokens < 1:
             raise ValueError("max_num_seqs and max_prefill_tokens must be >= 1")

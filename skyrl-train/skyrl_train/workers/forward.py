@@ -148,7 +148,7 @@ def _last_logits(
     # end and hide the prefix tokens of rows whose prefix ends later (they are in the cache already).
     starts = mask.long().argmax(dim=1)
     cut = int(starts.min()) + shared
-    own = mask[:, cut:] * (torch.arange(cut, seqs.shape[1])[None, :] >= (starts + shared)[:, None])
+    own = mask[:, cut:] * (torch.arange(cut, seqs.shape[1], device=seqs.device)[None, :] >= (starts + shared)[:, None])
     positions = (own.long().cumsum(dim=-1) - 1).clamp_min_(0) + shared
     return model(
         input_ids=seqs[:, cut:],
@@ -169,7 +169,7 @@ def shared_prefix_length(seqs: torch.Tensor, mask: torch.Tensor, end: int) -> in
     span = end - int(starts.max())
     if span <= 0:
         return 0
-    tokens = seqs.gather(1, starts[:, None] + torch.arange(span)[None, :])
+    tokens = seqs.gather(1, starts[:, None] + torch.arange(span, device=seqs.device)[None, :])
     differs = (tokens != tokens[:1]).any(dim=0)
     return int(differs.long().argmax()) if bool(differs.any()) else span
 

@@ -13,9 +13,11 @@
 - ``unknown_value_error(kind, value, valid)``: a ``ToolError`` such as
   ``Unknown ticker 'XYZ'. Valid tickers include: AAPL, AMZN, ...``.
 - ``to_json(obj)``: compact JSON text, the output format of every tool (small models have small contexts).
-- ``LiveAPI(service, base_url, secrets=...)``: a tiny JSON-over-HTTP client for live modes; HTTP 401/403/404/429/5xx,
-  timeouts and connection errors become ``ToolError`` messages with the secrets scrubbed out, and httpx's request
-  logging (which would print query-string keys) is silenced.
+- ``LiveAPI(service, base_url, secrets=..., headers=..., max_retries=0)``: a tiny JSON-over-HTTP client for live
+  modes; HTTP 401/403/404/429/5xx, timeouts and connection errors become ``ToolError`` messages with the secrets
+  scrubbed out, and httpx's request logging (which would print query-string keys) is silenced. With ``max_retries``
+  it waits out an HTTP 429's ``Retry-After`` (up to ``max_retry_wait_s``) and retries; giving up raises
+  ``RateLimitError``, a ``ToolError`` that carries the wait the server asked for.
 
 Tools are registered with ``@server.tool(structured_output=False)`` and return ``to_json(...)``, so the result is
 one short text block.
@@ -28,6 +30,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +44,7 @@ __all__ = [
     "LiveAPI",
     "LiveModeError",
     "Mode",
+    "RateLimitError",
     "ToolError",
     "api_key",
     "require_api_key",
@@ -127,20 +131,47 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
+class RateLimitError(ToolError):
+    """HTTP 429 that ``LiveAPI`` did not (or no longer) retry; ``retry_after_s`` is the wait the server asked for."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class LiveAPI:
     """JSON over HTTP for a live mode, with every failure turned into a clear ``ToolError``.
 
-    ``secrets`` are scrubbed from every error message. Pass keys as ``params``/``headers``/``json`` per request.
+    ``secrets`` are scrubbed from every error message. ``headers`` go with every request (e.g. a bearer token); pass
+    other keys as ``params``/``headers``/``json_body`` per request. An HTTP 429 is retried up to ``max_retries``
+    times after sleeping its ``Retry-After`` seconds (1 if absent or not a number), unless that exceeds
+    ``max_retry_wait_s``; then (or with the default ``max_retries=0``) it is a ``RateLimitError``.
     """
 
-    def __init__(self, service: str, base_url: str, *, secrets: Sequence[str] = (), timeout_s: float = 20.0) -> None:
+    def __init__(
+        self,
+        service: str,
+        base_url: str,
+        *,
+        secrets: Sequence[str] = (),
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 20.0,
+        max_retries: int = 0,
+        max_retry_wait_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         # httpx logs "HTTP Request: GET <full url>" at INFO, which would put query-string API keys in the logs.
         logging.getLogger("httpx").setLevel(logging.WARNING)
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.service = service
         self.base_url = base_url.rstrip("/")
+        self.max_retries = max_retries
+        self.max_retry_wait_s = max_retry_wait_s
         self._secrets = [s for s in secrets if s]
         self._timeout_s = timeout_s
-        self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        self._sleep = sleep
+        self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers)
 
     def request(
         self,
@@ -151,16 +182,15 @@ class LiveAPI:
         json_body: Any = None,
         headers: dict[str, str] | None = None,
     ) -> Any:
-        """Send one request and return the decoded JSON body; raise ``ToolError`` on any failure."""
-        try:
-            response = self._client.request(method, path, params=params, json=json_body, headers=headers)
-        except httpx.TimeoutException:
-            raise ToolError(f"{self.service} API did not answer within {self._timeout_s:g}s; try again") from None
-        except httpx.TransportError as exc:
-            raise ToolError(
-                f"{self.service} API unreachable at {self.base_url} ({type(exc).__name__}); check the network "
-                f"or the base URL"
-            ) from None
+        """Send one request (retrying rate limits) and return the decoded JSON body; raise ``ToolError`` on failure."""
+        for attempt in range(self.max_retries + 1):
+            response = self._send(method, path, params=params, json=json_body, headers=headers)
+            if response.status_code != 429:
+                break
+            wait = _retry_after_s(response)
+            if attempt == self.max_retries or wait > self.max_retry_wait_s:
+                raise RateLimitError(self._status_message(response), retry_after_s=wait)
+            self._sleep(wait)
         if response.status_code >= 400:
             raise ToolError(self._status_message(response))
         try:
@@ -168,10 +198,21 @@ class LiveAPI:
         except ValueError:
             raise ToolError(f"{self.service} API returned a non-JSON body (HTTP {response.status_code})") from None
 
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self._client.request(method, path, **kwargs)
+        except httpx.TimeoutException:
+            raise ToolError(f"{self.service} API did not answer within {self._timeout_s:g}s; try again") from None
+        except httpx.TransportError as exc:
+            raise ToolError(
+                f"{self.service} API unreachable at {self.base_url} ({type(exc).__name__}); check the network "
+                f"or the base URL"
+            ) from None
+
     def _status_message(self, response: httpx.Response) -> str:
         code = response.status_code
         if code == 429:
-            what = "rate limit exceeded; wait and retry"
+            what = f"rate limit exceeded; wait and retry after {_retry_after_s(response):g} s"
         elif code in (401, 403):
             what = "the API key was rejected; check it"
         elif code == 404:
@@ -191,3 +232,12 @@ class LiveAPI:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _retry_after_s(response: httpx.Response) -> float:
+    """The ``Retry-After`` of a 429 in seconds; 1 when it is missing, negative or not a number (e.g. an HTTP date)."""
+    try:
+        wait = float(response.headers.get("Retry-After", ""))
+    except ValueError:
+        return 1.0
+    return wait if wait >= 0 else 1.0  # NaN fails the comparison too

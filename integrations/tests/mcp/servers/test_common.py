@@ -7,11 +7,13 @@ import socket
 import time
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from skyrl_integrations.mcp.servers._common import (
     LiveAPI,
     LiveModeError,
+    RateLimitError,
     ToolError,
     api_key,
     require_api_key,
@@ -117,3 +119,88 @@ def test_error_bodies_are_scrubbed_of_secrets(serve_asgi):
         with pytest.raises(ToolError) as caught:
             api.request("GET", "/echo", params={"key": secret})
     assert str(caught.value) == 'Demo API error (HTTP 400): request rejected. Response: {"error":"bad key <redacted>"}'
+
+
+def rate_limited_app(limited: int, retry_after: str | None) -> tuple[FastAPI, list[str]]:
+    """``GET /quote`` answers HTTP 429 (with ``Retry-After: retry_after`` unless None) ``limited`` times, then 200."""
+    app = FastAPI()
+    calls: list[str] = []
+
+    @app.get("/quote")
+    def quote():
+        calls.append("quote")
+        if len(calls) <= limited:
+            headers = {} if retry_after is None else {"Retry-After": retry_after}
+            return JSONResponse({"error": "slow down"}, status_code=429, headers=headers)
+        return {"price": 1.5}
+
+    return app, calls
+
+
+def test_rate_limit_is_retried_after_the_retry_after_wait(serve_asgi):
+    app, calls = rate_limited_app(limited=1, retry_after="2")
+    slept: list[float] = []
+    with serve_asgi(app) as base_url:
+        api = LiveAPI("Demo", base_url, max_retries=2, sleep=slept.append)
+        assert api.request("GET", "/quote") == {"price": 1.5}
+    assert (len(calls), slept) == (2, [2.0])
+
+
+@pytest.mark.parametrize("retry_after", [None, "Wed, 21 Oct 2015 07:28:00 GMT", "-3"])
+def test_missing_or_unusable_retry_after_waits_one_second(serve_asgi, retry_after):
+    app, calls = rate_limited_app(limited=1, retry_after=retry_after)
+    slept: list[float] = []
+    with serve_asgi(app) as base_url:
+        assert LiveAPI("Demo", base_url, max_retries=1, sleep=slept.append).request("GET", "/quote") == {"price": 1.5}
+    assert (len(calls), slept) == (2, [1.0])
+
+
+def test_rate_limit_gives_up_when_the_retries_are_exhausted(serve_asgi):
+    app, calls = rate_limited_app(limited=5, retry_after="1")
+    slept: list[float] = []
+    with serve_asgi(app) as base_url:
+        api = LiveAPI("Demo", base_url, max_retries=2, sleep=slept.append)
+        with pytest.raises(RateLimitError) as caught:
+            api.request("GET", "/quote")
+    assert str(caught.value) == (
+        'Demo API error (HTTP 429): rate limit exceeded; wait and retry after 1 s. Response: {"error":"slow down"}'
+    )
+    assert (caught.value.retry_after_s, len(calls), slept) == (1.0, 3, [1.0, 1.0])
+
+
+def test_rate_limit_with_a_retry_after_beyond_the_cap_fails_at_once(serve_asgi):
+    app, calls = rate_limited_app(limited=1, retry_after="120")
+    slept: list[float] = []
+    with serve_asgi(app) as base_url:
+        api = LiveAPI("Demo", base_url, max_retries=3, max_retry_wait_s=10, sleep=slept.append)
+        with pytest.raises(
+            ToolError, match=r"^Demo API error \(HTTP 429\): rate limit exceeded; wait and retry after 120 s"
+        ):
+            api.request("GET", "/quote")
+    assert (len(calls), slept) == (1, [])
+
+
+def test_rate_limit_is_not_retried_by_default(serve_asgi):
+    app, calls = rate_limited_app(limited=1, retry_after="1")
+    slept: list[float] = []
+    with serve_asgi(app) as base_url:
+        api = LiveAPI("Demo", base_url, sleep=slept.append)
+        with pytest.raises(RateLimitError, match=r"HTTP 429\): rate limit exceeded; wait and retry after 1 s"):
+            api.request("GET", "/quote")
+    assert (len(calls), slept) == (1, [])
+
+
+def test_default_headers_go_with_every_request_and_per_request_headers_add_to_them(serve_asgi):
+    app = FastAPI()
+
+    @app.get("/whoami")
+    def whoami(request: Request):
+        return {"authorization": request.headers.get("authorization"), "x-extra": request.headers.get("x-extra")}
+
+    with serve_asgi(app) as base_url:
+        api = LiveAPI("Demo", base_url, headers={"Authorization": "Bearer t0ken"})
+        assert api.request("GET", "/whoami") == {"authorization": "Bearer t0ken", "x-extra": None}
+        assert api.request("GET", "/whoami", headers={"X-Extra": "1"}) == {
+            "authorization": "Bearer t0ken",
+            "x-extra": "1",
+        }

@@ -6,8 +6,9 @@ Methods used: ``conversations.list``, ``conversations.history``, ``conversations
 ``chat.postMessage``, ``users.info`` and ``users.list`` (to find a user by name).
 
 Slack reports failures as HTTP 200 with ``{"ok": false, "error": "<code>"}`` and rate limits as HTTP 429 with a
-``Retry-After`` header (seconds). :class:`SlackWebClient` waits and retries a rate-limited call (a few times, for
-short waits) and turns every other failure into a ``ToolError`` naming the method and Slack's error code. The token
+``Retry-After`` header (seconds). :class:`SlackWebClient`, a thin layer over ``_common.LiveAPI``, waits and retries a
+rate-limited call (a few times, for short waits), turns an ``ok: false`` answer into a ``ToolError`` naming the method
+and Slack's error code (with a hint), and leaves HTTP and network failures to ``LiveAPI``'s messages. The token
 travels only in the ``Authorization`` header and is scrubbed from every message. Note that Slack's
 ``search.messages`` accepts only user tokens (``xoxp-``); with a bot token it answers ``not_allowed_token_type``,
 which the search tool reports as such.
@@ -15,17 +16,12 @@ which the search tool reports as such.
 
 from __future__ import annotations
 
-import json
-import logging
 import re
 import threading
-import time
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-import httpx
-
-from .._common import ToolError, api_key, require_api_key, unknown_value_error
+from .._common import LiveAPI, RateLimitError, ToolError, api_key, require_api_key, unknown_value_error
 from .output import MAX_SEARCH_RESULTS, format_message
 
 DEFAULT_BASE_URL = "https://slack.com/api"
@@ -44,10 +40,15 @@ _HINTS = {
 }
 _CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{8,}")
 _USER_ID = re.compile(r"[UW][A-Z0-9]{6,}")
+_JSON_UTF8 = {"Content-Type": "application/json; charset=utf-8"}  # without the charset Slack answers with a warning
 
 
 class SlackWebClient:
-    """Calls Slack Web API methods; returns the decoded body of ``ok`` answers and raises ``ToolError`` otherwise."""
+    """Calls Slack Web API methods; returns the decoded body of ``ok`` answers and raises ``ToolError`` otherwise.
+
+    HTTP, rate limiting (``max_retries``, ``max_retry_wait_s``) and token scrubbing are ``LiveAPI``'s; this layer
+    adds Slack's own failure report, HTTP 200 with ``{"ok": false, "error": "<code>"}``.
+    """
 
     def __init__(
         self,
@@ -58,63 +59,31 @@ class SlackWebClient:
         max_retries: int = 2,
         max_retry_wait_s: float = 30.0,
     ) -> None:
-        # httpx logs every request URL at INFO; keep request logging out of the server's stderr.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        self.base_url = base_url.rstrip("/")
-        self.max_retries = max_retries
-        self.max_retry_wait_s = max_retry_wait_s
-        self._token = token
-        self._timeout_s = timeout_s
-        self._client = httpx.Client(
-            base_url=self.base_url, timeout=timeout_s, headers={"Authorization": f"Bearer {token}"}
+        self._api = LiveAPI(
+            "Slack",
+            base_url,
+            secrets=[token],
+            headers={"Authorization": f"Bearer {token}"},
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            max_retry_wait_s=max_retry_wait_s,
         )
 
     def call(self, method: str, params: dict[str, Any] | None = None, *, body: dict[str, Any] | None = None) -> dict:
         """GET ``method`` with query ``params``, or POST ``body`` as JSON (Slack's write methods take JSON)."""
-        for attempt in range(self.max_retries + 1):
-            response = self._send(method, params, body)
-            if response.status_code != 429:
-                break
-            wait = _retry_after_s(response)
-            if attempt == self.max_retries or wait > self.max_retry_wait_s:
-                raise ToolError(f"Slack API rate limit on {method}: retry after {wait:g} s")
-            time.sleep(wait)
-        if response.status_code != 200:
-            raise ToolError(f"Slack API error on {method}: HTTP {response.status_code}")
-        try:
-            payload = response.json()
-        except ValueError:
-            raise ToolError(f"Slack API returned a non-JSON body on {method}") from None
-        if not isinstance(payload, dict) or payload.get("ok") is not True:
-            raise ToolError(self._scrub(_describe_error(method, payload)))
-        return payload
-
-    def _send(self, method: str, params: dict[str, Any] | None, body: dict[str, Any] | None) -> httpx.Response:
         try:
             if body is None:
-                return self._client.get(f"/{method}", params=params)
-            return self._client.post(
-                f"/{method}",
-                content=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json; charset=utf-8"},
-            )
-        except httpx.TimeoutException:
-            raise ToolError(f"Slack API did not answer {method} within {self._timeout_s:g} s; try again") from None
-        except httpx.TransportError as exc:
-            raise ToolError(f"Slack API unreachable at {self.base_url} ({type(exc).__name__})") from None
-
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._token, "<redacted>")
+                payload = self._api.request("GET", f"/{method}", params=params)
+            else:
+                payload = self._api.request("POST", f"/{method}", json_body=body, headers=_JSON_UTF8)
+        except RateLimitError as exc:
+            raise ToolError(f"Slack API rate limit on {method}: retry after {exc.retry_after_s:g} s") from None
+        if not isinstance(payload, dict) or payload.get("ok") is not True:
+            raise ToolError(self._api.redact(_describe_error(method, payload)))
+        return payload
 
     def close(self) -> None:
-        self._client.close()
-
-
-def _retry_after_s(response: httpx.Response) -> float:
-    try:
-        return max(0.0, float(response.headers.get("Retry-After", "1")))
-    except ValueError:
-        return 1.0
+        self._api.close()
 
 
 def _describe_error(method: str, payload: Any) -> str:
