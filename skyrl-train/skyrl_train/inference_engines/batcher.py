@@ -251,9 +251,12 @@ class ContinuousBatcher:
         for request in group[1:]:
             shared = common_prefix_length(first, np.asarray(request.prompt_ids, dtype=np.int64), shared)
         tokens = group[0].prompt_ids[:shared]
-        if shared < _MIN_SHARED_PREFIX or self.prefix_cache.match(tokens, shared)[1] >= shared - _MIN_SHARED_PREFIX:
+        if shared < _MIN_SHARED_PREFIX:
             return
-        _, cache, _ = self._prefill_forward([tokens], [self.prefix_cache.match(tokens)])
+        cached = self.prefix_cache.match(tokens)  # at most shared - 1 tokens
+        if cached[1] >= shared - _MIN_SHARED_PREFIX:
+            return
+        _, cache, _ = self._prefill_forward([tokens], [cached])
         self.prefix_cache.insert(
             tokens, [layer.keys[0] for layer in cache.layers], [layer.values[0] for layer in cache.layers]
         )

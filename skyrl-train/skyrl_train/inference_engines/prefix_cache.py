@@ -75,7 +75,7 @@ class PrefixCache:
         if not self.enabled or not token_ids:
             return
         tokens = np.asarray(token_ids, dtype=np.int64)
-        if any(len(keys_layer) == 0 or keys_layer.shape[1] != len(tokens) for keys_layer in keys):
+        if any(layer.shape[1] != len(tokens) for layer in (*keys, *values)):
             raise ValueError(f"KV length does not match the {len(tokens)} tokens being cached")
         for key, entry in list(self._entries.items()):
             shared = common_prefix_length(entry.tokens, tokens, len(tokens))

@@ -138,7 +138,8 @@ def _last_logits(
             logits_to_keep=keep,
         ).logits
     rows = seqs.shape[0]
-    first = int(mask[0].nonzero()[0])
+    starts = mask.long().argmax(dim=1)
+    first = int(starts[0])
     prefix = seqs[:1, first : first + shared]
     past = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
     for layer in past.layers:
@@ -146,7 +147,6 @@ def _last_logits(
         layer.values = layer.values.expand(rows, -1, -1, -1)
     # Row i's prefix ends at column starts[i] + shared; its own tokens follow. Cut every row at the earliest such
     # end and hide the prefix tokens of rows whose prefix ends later (they are in the cache already).
-    starts = mask.long().argmax(dim=1)
     cut = int(starts.min()) + shared
     own = mask[:, cut:] * (torch.arange(cut, seqs.shape[1], device=seqs.device)[None, :] >= (starts + shared)[:, None])
     positions = (own.long().cumsum(dim=-1) - 1).clamp_min_(0) + shared
