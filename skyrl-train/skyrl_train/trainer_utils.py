@@ -75,18 +75,26 @@ def infra_failure_mask(stop_reasons: Sequence[str] | None, num_rows: int) -> lis
 def reward_metrics(
     generator_output: GeneratorOutput, uids: list[str], data_sources: list[str | None], n_samples_per_prompt: int
 ) -> dict[str, float]:
-    """`compute_reward_metrics` over the trajectories that ran (final steps only in step-wise mode)."""
+    """`compute_reward_metrics` over the trajectories (their final rows in step-wise mode)."""
+    rows = trajectory_rows(generator_output)
     failed = infra_failure_mask(generator_output.get("stop_reasons"), len(uids))
-    last = generator_output.get("is_last_step") or [True] * len(uids)
-    include = [is_last and not is_failed for is_last, is_failed in zip(last, failed, strict=True)]
+    env_metrics = generator_output.get("env_metrics")
     return compute_reward_metrics(
-        generator_output["rewards"],
-        uids,
+        [generator_output["rewards"][i] for i in rows],
+        [uids[i] for i in rows],
         n_samples_per_prompt,
-        data_sources,
-        include,
-        generator_output.get("env_metrics"),
+        [data_sources[i] for i in rows],
+        [failed[i] for i in rows],
+        None if env_metrics is None else [env_metrics[i] for i in rows],
     )
+
+
+def trajectory_rows(generator_output: GeneratorOutput) -> list[int]:
+    """Indices of the rows that stand for whole trajectories: every row, or the last step's in step-wise mode."""
+    last = generator_output.get("is_last_step")
+    if last is None:
+        return list(range(len(generator_output["response_ids"])))
+    return [i for i, is_last in enumerate(last) if is_last]
 
 
 def build_training_batch(

@@ -3,14 +3,15 @@
 - success of a trajectory: `skyrl_train.metrics.trajectory_solved` (the env's `success` metric when the dump has
   it, else final reward > 0: the trainer's `pass_at_n` definition); with `success_threshold` set, its return (the
   reward, or the sum of per-token rewards) is greater than the threshold instead;
-- scored trajectories: all but infrastructure failures (`INFRA_STOP_REASONS`), which say nothing about the policy
-  (the trainer's eval metrics leave them out the same way). Every number below except `trajectories`,
-  `stop_reasons` and the failure categories is over scored trajectories;
-- `pass_at_k[k]`: the unbiased estimator 1 - C(n-c, k) / C(n, k) per prompt (n scored samples, c successes),
+- an infrastructure failure (`INFRA_STOP_REASONS`) is never a success and its return counts as 0, as in the
+  trainer's eval metrics (`skyrl_train.metrics`): crashes and timeouts lower success, they never raise it;
+  `infra_failure_rate` says how many there were. Scored trajectories are the others (`scored_trajectories`);
+- `pass_at_k[k]`: the unbiased estimator 1 - C(n-c, k) / C(n, k) per prompt (n samples, c successes),
   averaged over prompts, for k = 1 .. the smallest n among the prompts;
 - `any_success`: fraction of prompts with at least one success (the fork's `pass_at_n`);
-- `mean_score`: mean return; `avg_turns` / `avg_tool_calls`: means over the trajectories whose dump records them
-  (`turns_known` / `tool_calls_known` say how many), None when none does; `turns_histogram`: turns -> trajectories;
+- `mean_score`: mean return over all trajectories; `avg_turns` / `avg_tool_calls`: means over the scored
+  trajectories whose dump records them (`turns_known` / `tool_calls_known` say how many), None when none does;
+  `turns_histogram`: turns -> trajectories;
 - `stop_reasons`: trajectories per stop reason; `failure_categories`: see `skyrl_integrations.analysis.categories`.
 
 `analyze` puts the steps together and compares the first step with the last (`to - from` deltas of the
@@ -48,8 +49,9 @@ def summarize(
     """The numbers above for one set of trajectories (keys as in the module doc)."""
     scored = [t for t in trajectories if t.stop_reason not in INFRA_STOP_REASONS]
     by_prompt: dict[str, list[bool]] = defaultdict(list)
-    for trajectory in scored:
-        by_prompt[trajectory.prompt_key].append(trajectory.succeeded(success_threshold))
+    for trajectory in trajectories:
+        completed = trajectory.stop_reason not in INFRA_STOP_REASONS
+        by_prompt[trajectory.prompt_key].append(completed and trajectory.succeeded(success_threshold))
     turns = [t.num_turns for t in scored if t.num_turns is not None]
     tool_calls = [t.tool_calls for t in scored if t.tool_calls is not None]
     max_k = min((len(samples) for samples in by_prompt.values()), default=0)
@@ -61,7 +63,12 @@ def summarize(
             str(k): fmean(pass_at_k(len(s), sum(s), k) for s in by_prompt.values()) for k in range(1, max_k + 1)
         },
         "any_success": fmean(any(s) for s in by_prompt.values()) if by_prompt else None,
-        "mean_score": fmean(t.score for t in scored) if scored else None,
+        "mean_score": (
+            fmean(0.0 if t.stop_reason in INFRA_STOP_REASONS else t.score for t in trajectories)
+            if trajectories
+            else None
+        ),
+        "infra_failure_rate": 1 - len(scored) / len(trajectories) if trajectories else None,
         "avg_turns": fmean(turns) if turns else None,
         "turns_known": len(turns),
         "turns_histogram": {str(n): count for n, count in sorted(Counter(turns).items())},

@@ -54,15 +54,18 @@ def test_per_token_scores_are_summed_before_the_threshold(make_row):
     assert summarize(trajectories(rows), success_threshold=0.5)["any_success"] == pytest.approx(1 / 3)
 
 
-def test_infrastructure_failures_are_counted_but_not_scored(make_row):
+def test_infrastructure_failures_count_as_failed_zero_score_samples(make_row):
     rows = [
         make_row(1.0, repetition=0),
         make_row(0.0, repetition=1),
-        make_row(0.0, repetition=2, stop_reason="env_init_failed"),
+        make_row(1.0, repetition=2, stop_reason="env_init_failed"),  # a crash never counts as a success
     ]
     summary = summarize(trajectories(rows))
     assert (summary["trajectories"], summary["scored_trajectories"]) == (3, 2)
-    assert summary["pass_at_k"] == pytest.approx({"1": 0.5, "2": 1.0})
+    # n=3 samples, c=1 success: pass@1 = 1/3, pass@2 = 1 - C(2,2)/C(3,2) = 2/3, pass@3 = 1
+    assert summary["pass_at_k"] == pytest.approx({"1": 1 / 3, "2": 2 / 3, "3": 1.0})
+    assert summary["mean_score"] == pytest.approx(1 / 3)
+    assert summary["infra_failure_rate"] == pytest.approx(1 / 3)
     assert summary["stop_reasons"] == {"stop": 2, "env_init_failed": 1}
 
 

@@ -16,8 +16,14 @@ with zero loss mask, counted in the rollout metrics, so the trainer can keep it 
 - `generator.trajectory_timeout_seconds` runs out -> placeholder row (`timeout`). Every engine and env call
   runs under the remaining budget; a sync env call stuck in a pool thread is abandoned (threads cannot be
   killed), which is one more reason to implement the async env hooks.
-Empty or whitespace-only generations are not failures: the turn is kept, stepped as usual, masked out of
-the loss and counted (`empty_responses`).
+Each infrastructure failure also records what went wrong, as text, under `env_metrics["infra_error"]`
+(`INFRA_ERROR_KEY`), so a run that stops on too many failures (`trainer.max_infra_failure_ratio`) and an eval
+dump can show it.
+
+Empty or whitespace-only generations are not failures: they are the policy's own output, so the turn is kept,
+stepped as usual, trained on like any other turn (its sampled tokens are in the loss and it is scored) and
+counted (`empty_responses`). Only an engine that returned no token at all gets a placeholder EOS, out of the
+loss, since nothing was sampled.
 
 Env calls: an env's own async hooks are awaited on the event loop; sync methods run in a pool of
 `environment.skyrl_gym.max_env_workers` threads, or inline when that is 0 (then a slow sync env blocks every
@@ -45,6 +51,7 @@ from skyrl_train.generators.base import (
     TrajectoryStopReason,
 )
 from skyrl_train.generators.utils import (
+    INFRA_ERROR_KEY,
     ObservationEncoder,
     apply_overlong_filtering,
     encode_chat,
@@ -105,7 +112,7 @@ class _Turn:
     stop_reason: str
     text: str
     empty: bool
-    """The text is empty or whitespace only (the turn is then out of the loss)."""
+    """The text is empty or whitespace only (counted in `empty_responses`; still trained on)."""
     stripped_eos: tuple[int, float] | None = None
     """Single-message mode: (mask, logprob) of the EOS removed from the end of this turn."""
 
@@ -285,19 +292,21 @@ class SkyRLGymGenerator(GeneratorInterface):
                 await self._run_turns(env, rollout, sampling_params, session_id)
             if rollout.infra_failure is not None:
                 rollout.stop_reason = TrajectoryStopReason.TOOL_SERVER_FAILED
-                return self._finish(rollout, env.get_metrics(), masked=True)
+                return self._finish(rollout, {**env.get_metrics(), INFRA_ERROR_KEY: rollout.infra_failure}, masked=True)
             return self._finish(rollout, env.get_metrics())
         except _EnvFailure as failure:
             logger.warning("trajectory %s (%s): %s", session_id, env_class, failure.stop_reason, exc_info=True)
+            error = {INFRA_ERROR_KEY: _describe(failure.__cause__)}
             if failure.stop_reason == TrajectoryStopReason.ENV_STEP_FAILED:
                 rollout.stop_reason = failure.stop_reason
-                return self._finish(rollout, {}, masked=True)
-            return self._placeholder(prompt, None, failure.stop_reason)
+                return self._finish(rollout, error, masked=True)
+            return self._placeholder(prompt, None, failure.stop_reason, error)
         except TimeoutError:
             if not budget.expired():
                 raise
             logger.warning("trajectory %s (%s) timed out after %ss", session_id, env_class, self.trajectory_timeout)
-            return self._placeholder(prompt, rollout, TrajectoryStopReason.TIMEOUT)
+            error = {INFRA_ERROR_KEY: f"timed out after generator.trajectory_timeout_seconds={self.trajectory_timeout}"}
+            return self._placeholder(prompt, rollout, TrajectoryStopReason.TIMEOUT, error)
         finally:
             if env is not None:
                 await self._close_env(env)
@@ -345,11 +354,11 @@ class SkyRLGymGenerator(GeneratorInterface):
         return self._make_turn(text, ids, logprobs, output["stop_reasons"][0], sampling_params.stop)
 
     def _make_turn(self, text: str, ids: list[int], logprobs: list[float], stop_reason: str, stop) -> _Turn:
-        """Annotate sampled ids: mask 1 unless the text is empty/whitespace; EOS handling per conversation mode."""
+        """Annotate sampled ids: mask 1 on every sampled token; EOS handling per conversation mode."""
         empty = not text.strip()
         if not ids:  # an engine returning nothing is treated as an (empty) EOS so every turn has a token
             return _Turn([self.eos_token_id], [0], [0.0], 0, stop_reason, text, empty=True)
-        mask = [0 if empty else 1] * len(ids)
+        mask = [1] * len(ids)
         stripped_eos = None
         if not self.multi_turn:
             # One growing assistant message: the turn's EOS is dropped (restored after the last turn). A turn
@@ -437,14 +446,16 @@ class SkyRLGymGenerator(GeneratorInterface):
         rewards[last_position] = 0.0
         return response + [self.eos_token_id], loss_mask + [mask], logprobs + [logprob], rewards + [last_reward]
 
-    def _placeholder(self, prompt: ConversationType, rollout: _Rollout | None, stop_reason: str) -> Trajectory:
+    def _placeholder(
+        self, prompt: ConversationType, rollout: _Rollout | None, stop_reason: str, env_metrics: dict[str, Any]
+    ) -> Trajectory:
         prompt_ids = (
             rollout.prompt_ids
             if rollout is not None
             else encode_chat(self.tokenizer, prompt, True, **self._template_kwargs)
         )
         conversation = rollout.conversation if rollout is not None else TrajectoryConversation(list(prompt))
-        return self._placeholder_from_ids(prompt_ids, stop_reason, {}, conversation)
+        return self._placeholder_from_ids(prompt_ids, stop_reason, env_metrics, conversation)
 
     def _placeholder_from_ids(
         self,
@@ -493,6 +504,10 @@ class SkyRLGymGenerator(GeneratorInterface):
             logger.warning("%s: close() still running after %ss; not waiting for it", env, ENV_CLOSE_WAIT_SECONDS)
         except Exception:
             logger.warning("%s: close() raised", env, exc_info=True)
+
+
+def _describe(error: BaseException | None) -> str:
+    return "unknown error" if error is None else f"{type(error).__name__}: {error}"
 
 
 def _validate_generator_cfg(cfg) -> None:

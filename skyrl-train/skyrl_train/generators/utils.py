@@ -29,6 +29,9 @@ GENERATOR_COUNTERS: dict[str, str] = {
 """Counters the generator adds to each trajectory's `env_metrics` -> the batch metric that sums them.
 They are kept apart from the env's own `get_metrics()` keys, which go through the env's aggregator."""
 
+INFRA_ERROR_KEY = "infra_error"
+"""`env_metrics` key of an infrastructure failure's error text ("ExceptionType: message")."""
+
 FAILURE_COUNTERS: dict[str, str] = {
     TrajectoryStopReason.ENV_INIT_FAILED: "env_init_failed",
     TrajectoryStopReason.ENV_STEP_FAILED: "env_step_failed",

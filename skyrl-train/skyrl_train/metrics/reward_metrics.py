@@ -9,11 +9,17 @@ Definitions (one each; training logs them under `reward/`, evaluation under `eva
   also positive for a well-formed call with a wrong answer), else outcome > 0;
 - `pass_at_{n}`: fraction of prompts (uids) with at least one solved trajectory;
 - `mean_positive_reward`: mean over trajectories of the sum of their positive rewards, Σ max(r, 0);
-- `variance_per_prompt`: mean, over prompts with >= 2 trajectories, of the population variance of their returns;
+- `infra_failure_rate`: fraction of trajectories that ended in an infrastructure failure (env init/step failure,
+  tool server failure, timeout);
+- `variance_per_prompt`: mean, over prompts with >= 2 completed trajectories, of the population variance of their
+  returns;
 - `signal_ratio`: fraction of those prompts whose returns are not all equal (GRPO gets a gradient from them).
 
-Trajectories that ended in an infrastructure failure (env init/step failure, timeout) are excluded via
-`include`: they say nothing about the policy, so they are counted separately by the generator instead.
+Infrastructure failures are in the denominator of every figure of what the policy achieved (`avg_raw_reward`,
+`pass_at_{n}`, `mean_positive_reward`): such a trajectory is never solved and its return counts as 0, so crashes
+and timeouts lower the reported success instead of raising it. Only the training-signal diagnostics
+(`variance_per_prompt`, `signal_ratio`) are over completed trajectories, since failures are kept out of the
+advantage baseline.
 """
 
 from __future__ import annotations
@@ -53,18 +59,27 @@ def _positive_part(reward: Reward) -> float:
 
 
 def _group_metrics(
-    rewards: list[Reward], uids: list[str], n: int, env_metrics: list[Mapping[str, Any] | None]
+    rewards: list[Reward],
+    uids: list[str],
+    n: int,
+    env_metrics: list[Mapping[str, Any] | None],
+    infra_failed: list[bool],
 ) -> dict[str, float]:
-    returns_by_uid: dict[str, list[float]] = defaultdict(list)
+    returns = [0.0 if failed else trajectory_return(r) for r, failed in zip(rewards, infra_failed, strict=True)]
+    completed_returns_by_uid: dict[str, list[float]] = defaultdict(list)
     solved_by_uid: dict[str, bool] = defaultdict(bool)
-    for reward, uid, env in zip(rewards, uids, env_metrics, strict=True):
-        returns_by_uid[uid].append(trajectory_return(reward))
-        solved_by_uid[uid] |= trajectory_solved(reward, env)
-    multi = [values for values in returns_by_uid.values() if len(values) >= 2]
+    for reward, value, uid, env, failed in zip(rewards, returns, uids, env_metrics, infra_failed, strict=True):
+        solved_by_uid[uid] |= not failed and trajectory_solved(reward, env)
+        if not failed:
+            completed_returns_by_uid[uid].append(value)
+    multi = [values for values in completed_returns_by_uid.values() if len(values) >= 2]
     return {
-        "avg_raw_reward": fmean(trajectory_return(r) for r in rewards),
+        "avg_raw_reward": fmean(returns),
         f"pass_at_{n}": fmean(float(solved) for solved in solved_by_uid.values()),
-        "mean_positive_reward": fmean(_positive_part(r) for r in rewards),
+        "mean_positive_reward": fmean(
+            0.0 if failed else _positive_part(r) for r, failed in zip(rewards, infra_failed, strict=True)
+        ),
+        "infra_failure_rate": fmean(float(failed) for failed in infra_failed),
         "variance_per_prompt": fmean(pvariance(v) for v in multi) if multi else 0.0,
         "signal_ratio": fmean(float(len(set(v)) > 1) for v in multi) if multi else 0.0,
     }
@@ -75,28 +90,33 @@ def compute_reward_metrics(
     uids: Sequence[str],
     n_samples_per_prompt: int,
     data_sources: Sequence[str | None] | None = None,
-    include: Sequence[bool] | None = None,
+    infra_failed: Sequence[bool] | None = None,
     env_metrics: Sequence[Mapping[str, Any] | None] | None = None,
 ) -> dict[str, float]:
-    """Metrics over all included trajectories (keys as above) and per data source (`<data_source>/<key>`).
+    """Metrics over all trajectories (one per row; keys as above) and per data source (`<data_source>/<key>`).
 
-    Returns an empty dict when no trajectory is included.
+    `infra_failed[i]` marks a trajectory that ended in an infrastructure failure (default: none did).
+    Returns an empty dict when there is no trajectory.
     """
-    keep = [i for i in range(len(rewards)) if include is None or include[i]]
-    if not keep:
+    if not rewards:
         return {}
+    failed = list(infra_failed) if infra_failed is not None else [False] * len(rewards)
     envs = list(env_metrics) if env_metrics is not None else [None] * len(rewards)
 
     def group(indices: list[int]) -> dict[str, float]:
         return _group_metrics(
-            [rewards[i] for i in indices], [uids[i] for i in indices], n_samples_per_prompt, [envs[i] for i in indices]
+            [rewards[i] for i in indices],
+            [uids[i] for i in indices],
+            n_samples_per_prompt,
+            [envs[i] for i in indices],
+            [failed[i] for i in indices],
         )
 
-    metrics = group(keep)
+    metrics = group(list(range(len(rewards))))
     if data_sources is not None:
         by_source: dict[str, list[int]] = defaultdict(list)
-        for i in keep:
-            by_source[sanitize_metric_key(data_sources[i])].append(i)
+        for i, source in enumerate(data_sources):
+            by_source[sanitize_metric_key(source)].append(i)
         for source, indices in sorted(by_source.items()):
             metrics.update({f"{source}/{key}": value for key, value in group(indices).items()})
     return metrics

@@ -231,12 +231,13 @@ async def test_no_eos_is_appended_when_the_model_emitted_it(make_generator, batc
 
 
 @pytest.mark.parametrize("ids", [[EOS], [216, EOS]], ids=["eos-only", "whitespace"])
-async def test_empty_generation_is_masked_and_counted(make_generator, batch, step, ids):
+async def test_empty_generation_is_trained_on_and_counted(make_generator, batch, step, ids):
+    """An empty answer is the policy's own failure: its sampled tokens stay in the loss, so it can be unlearned."""
     script = [step(0.0, observation="Try again."), step(1.0, done=True)]
     generator, _ = make_generator([ids, FOUR + [EOS]])
     out = await generator.generate(batch(script=script))
     assert out["response_ids"] == [ids + OBS_TRY + FOUR + [EOS]]
-    assert out["loss_masks"] == [[0] * len(ids) + [0] * 13 + [1] * 6]
+    assert out["loss_masks"] == [[1] * len(ids) + [0] * 13 + [1] * 6]
     assert out["env_metrics"][0]["empty_responses"] == 1
     assert out["rollout_metrics"]["generate/empty_responses"] == 1
 

@@ -36,6 +36,7 @@ async def test_flagged_episode_keeps_env_metrics_and_counts_the_failure(make_gen
     assert out["env_metrics"] == [
         {
             "turns": 2,
+            "infra_error": "tool_server_crashed",
             "empty_responses": 0,
             "env_init_failed": 0,
             "env_step_failed": 0,
