@@ -1,10 +1,12 @@
 """Typed config of skyrl_train: schema, loading with Hydra-style overrides, validation.
 
     from skyrl_train.config import load_config
-    cfg = load_config(["trainer.epochs=2", "generator.backend=vllm"])   # typed, validated SkyRLConfig
+    cfg = load_config(["trainer.epochs=2", "generator.max_turns=3"])   # typed, validated SkyRLConfig
 
 The schema (`schema.py`) declares every key once; `ppo_base_config.yaml` and
 `docs/config_reference.md` are rendered from it (`python -m skyrl_train.config.render_yaml`).
+Keys declared for upstream compatibility but not implemented here are listed in `support.py` and refused
+unless left at their default.
 """
 
 from skyrl_train.config.errors import ConfigError

@@ -23,6 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from skyrl_train.config.errors import ConfigError
 from skyrl_train.config.schema import SkyRLConfig, extra_keys_field
+from skyrl_train.config.validate import validate_cfg
 
 __all__ = ["CONFIG_DIR", "CONFIG_NAME", "BASE_CONFIG_PATH", "load_config", "build_config", "type_name"]
 
@@ -58,8 +59,6 @@ def load_config(overrides: Iterable[str] | None = None, *, validate: bool = True
     if problems:
         raise ConfigError(problems)
     if validate:
-        from skyrl_train.config.validate import validate_cfg
-
         validate_cfg(cfg)
     return cfg
 

@@ -18,8 +18,9 @@ from typing import Any
 
 from skyrl_train.config.loader import BASE_CONFIG_PATH, type_name
 from skyrl_train.config.schema import SkyRLConfig, extra_keys_field, help_of
+from skyrl_train.config.support import NOT_IMPLEMENTED
 
-__all__ = ["render_yaml", "render_docs", "DOCS_PATH", "UPSTREAM_DEVIATIONS", "main"]
+__all__ = ["render_yaml", "render_docs", "DOCS_PATH", "UPSTREAM_DEVIATIONS", "NOT_IMPLEMENTED_MARK", "main"]
 
 DOCS_PATH = Path(__file__).resolve().parents[2] / "docs" / "config_reference.md"
 
@@ -49,7 +50,34 @@ UPSTREAM_DEVIATIONS = [
         "console",
         "The default run needs no account, network or API key.",
     ),
+    (
+        "trainer.use_sample_packing",
+        "true",
+        "false",
+        "Sample packing is not implemented (true is refused): a default must not claim a feature the code lacks.",
+    ),
+    (
+        "trainer.flash_attn",
+        "true",
+        "false",
+        "flash-attn is not wired in (true is refused): a default must not claim a feature the code lacks.",
+    ),
+    (
+        "trainer.policy.optimizer_config.offload_after_step",
+        "true",
+        "false",
+        "Optimizer offload is not implemented (true is refused): a default must not claim a feature the code lacks.",
+    ),
+    (
+        "trainer.critic.optimizer_config.offload_after_step",
+        "true",
+        "false",
+        "Optimizer offload is not implemented (true is refused): a default must not claim a feature the code lacks.",
+    ),
 ]
+
+NOT_IMPLEMENTED_MARK = "[not implemented: refused unless default]"
+"""Appended to the help of every key in `support.NOT_IMPLEMENTED`, in the YAML comments and the docs."""
 
 _PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./+-]*")
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "none"}
@@ -58,7 +86,9 @@ _HEADER = """\
 # GENERATED from skyrl_train/config/schema.py by `python -m skyrl_train.config.render_yaml`.
 # Do not edit by hand; change the schema and re-render. Reference: skyrl-train/docs/config_reference.md
 # Override any key on the command line, Hydra style:
-#   python -m skyrl_train.entrypoints.main_base trainer.epochs=2 generator.backend=vllm
+#   python -m skyrl_train.entrypoints.main_base trainer.epochs=2 generator.max_turns=3
+# Keys marked "[not implemented: refused unless default]" are kept for upstream compatibility
+# and refused with any other value (skyrl_train/config/support.py).
 """
 
 
@@ -85,20 +115,23 @@ def _default_instance(f: dataclasses.Field) -> Any:
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
-def _yaml_block(obj: Any, indent: int, out: list[str]) -> None:
+def _help(key: str, f: dataclasses.Field) -> str:
+    """The help text of a key, marked if the key is not implemented."""
+    return f"{help_of(f)} {NOT_IMPLEMENTED_MARK}" if key in NOT_IMPLEMENTED else help_of(f)
+
+
+def _yaml_block(obj: Any, prefix: str, indent: int, out: list[str]) -> None:
     pad = "  " * indent
     extra = extra_keys_field(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
+        out.append(f"{pad}# {_help(prefix + f.name, f)}")
         if f.name == extra:
-            out.append(f"{pad}# {help_of(f)}")
             for name, block in value.items():
                 _yaml_value(name, block, indent, out)
-            continue
-        out.append(f"{pad}# {help_of(f)}")
-        if dataclasses.is_dataclass(value):
+        elif dataclasses.is_dataclass(value):
             out.append(f"{pad}{f.name}:")
-            _yaml_block(value, indent + 1, out)
+            _yaml_block(value, f"{prefix}{f.name}.", indent + 1, out)
         else:
             _yaml_value(f.name, value, indent, out)
 
@@ -119,7 +152,7 @@ def render_yaml() -> str:
     for f in dataclasses.fields(SkyRLConfig):
         out.append(f"# {help_of(f)}")
         out.append(f"{f.name}:")
-        _yaml_block(_default_instance(f), 1, out)
+        _yaml_block(_default_instance(f), f"{f.name}.", 1, out)
         out.append("")
     return "\n".join(out)
 
@@ -143,7 +176,7 @@ def _docs_tables(obj: Any, prefix: str, out: list[str], heading: list[str] | Non
                 rows.append((f"{prefix}.{name}", value_type, _scalar(block), "Default block (upstream)."))
             rows.append((f"{prefix}.<any other key>", value_type, "", help_of(f)))
         else:
-            rows.append((f"{prefix}.{f.name}", type_name(f.type), _scalar(value), help_of(f)))
+            rows.append((f"{prefix}.{f.name}", type_name(f.type), _scalar(value), _help(f"{prefix}.{f.name}", f)))
     out += heading or [f"### `{prefix}`", ""]
     out += ["| key | type | default | help |", "|---|---|---|---|"]
     for key, typ, default, text in rows:
@@ -171,6 +204,12 @@ def render_docs() -> str:
         "Names and defaults follow upstream SkyRL. Not supported in this fork (rejected with a clear error):",
         "`trainer.strategy=megatron` / `fsdp` and every `megatron_config` key, `generator.backend=sglang`, the",
         "fully-async trainer (`trainer.fully_async`) and the new inference-server path (`generator.external_*`).",
+        "",
+        f"Keys marked **{NOT_IMPLEMENTED_MARK}** are declared for upstream compatibility but nothing in this fork",
+        "reads them yet (multi-process training, vLLM / remote engines, off-policy correction, ...): any value other",
+        "than the default is refused with an error naming the key and the reason (`skyrl_train/config/support.py`).",
+        "Extra keys of `generator.sampling_params` / `eval_sampling_params` go to the inference engine; only those",
+        "the hf engine reads are accepted (`support.ENGINE_EXTRA_SAMPLING_KEYS`).",
         "",
         "## Defaults that differ from upstream",
         "",

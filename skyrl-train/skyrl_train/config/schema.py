@@ -135,7 +135,7 @@ class OptimizerConfig:
     adam_betas: list[float] = knob([0.9, 0.999], "AdamW betas.")
     weight_decay: float = knob(1e-2, "AdamW weight decay.")
     max_grad_norm: float = knob(1.0, "Gradient clipping by global norm.")
-    offload_after_step: bool = knob(True, "Offload optimizer state to CPU after each step (colocated GPU runs).")
+    offload_after_step: bool = knob(False, "Offload optimizer state to CPU after each step (colocated GPU runs).")
     num_warmup_steps: int = knob(0, "Learning-rate warmup, in optimizer steps.")
     scheduler: str = knob("constant_with_warmup", "HF `get_scheduler` name; steps once per optimizer step.")
 
@@ -313,7 +313,7 @@ class TrainerConfig:
     micro_forward_batch_size_per_gpu: int = knob(1, "Sequences per logprob forward pass on one worker.")
     update_epochs_per_batch: int = knob(1, "Passes over each training batch.")
     epochs: int = knob(1, "Passes over the training dataset.")
-    use_sample_packing: bool = knob(True, "Pack sequences without padding in training forward passes.")
+    use_sample_packing: bool = knob(False, "Pack sequences without padding in training forward passes.")
     eval_batch_size: int = knob(1024, "Prompts per evaluation batch.")
     eval_before_train: bool = knob(True, "Evaluate once before the first step.")
     eval_interval: int = knob(5, "Evaluate every N steps; -1 = never.")
@@ -330,10 +330,15 @@ class TrainerConfig:
     s3: S3Config = section(S3Config, "S3 checkpoint and eval-dump sink.")
     gradient_checkpointing: bool = knob(True, "Recompute activations in backward to save memory.")
     gradient_checkpointing_use_reentrant: bool = knob(False, "Use torch's reentrant checkpointing.")
+    max_infra_failure_ratio: float = knob(
+        0.5,
+        "A step in which more than this fraction of trajectories are infrastructure failures stops the run "
+        "(counts per stop reason, a sample error); 1.0 = never stop.",
+    )
     seed: int = knob(42, "Random seed for data order, sampling and init.")
     bf16: bool = knob(True, "Train in bfloat16 mixed precision.")
     max_prompt_length: int = knob(512, "Max prompt tokens; longer dataset prompts are dropped.")
-    flash_attn: bool = knob(True, "Use flash attention when installed (else sdpa).")
+    flash_attn: bool = knob(False, "Use flash attention (flash-attn) in the models.")
     disable_fast_tokenizer: bool = knob(False, "Load the slow (Python) tokenizer.")
     update_ref_every_epoch: bool = knob(False, "Copy the policy weights into the ref model after each epoch.")
     project_name: str = knob("skyrl", "Project name for trackers and the default S3 prefix.")
@@ -357,11 +362,16 @@ class ChatTemplateConfig:
 @dataclass
 class GeneratorConfig:
     model_name: str = knob("${trainer.policy.model.path}", "Model the engines serve; defaults to the policy path.")
-    model_dtype: str = knob("bfloat16", "Engine weight dtype.")
+    model_dtype: str = knob(
+        "bfloat16", "vLLM engine weight dtype (the hf engine generates with the policy's own weights and dtype)."
+    )
     run_engines_locally: bool = knob(True, "Start engines in this job; false = use remote_inference_engine_urls.")
     num_inference_engines: int = knob(1, "Number of inference engines (local, or one per remote URL).")
     backend: str = knob("hf", "Local engine: 'hf' (transformers, CPU or GPU) or 'vllm'.")
-    weight_sync_backend: str = knob("nccl", "Collective backend for trainer-to-engine weight sync: nccl or gloo.")
+    weight_sync_backend: str = knob(
+        "nccl",
+        "Trainer-to-engine weight sync backend (vLLM/remote engines; the hf engine shares the policy's weights).",
+    )
     weight_transfer_threshold_cuda_ipc_GB: float = knob(1.0, "Batch size (GB) of CUDA-IPC weight transfers.")
     inference_engine_tensor_parallel_size: int = knob(1, "Tensor parallelism inside each engine.")
     inference_engine_pipeline_parallel_size: int = knob(1, "Pipeline parallelism inside each engine.")
@@ -458,13 +468,22 @@ class SkyRLConfig:
     def __post_init__(self) -> None:
         # Defaults such as generator.model_name are interpolations (`${trainer.policy.model.path}`);
         # resolve them so a config built in Python reads like one loaded from YAML.
-        if _has_interpolation(to_dict(self)):
-            from skyrl_train.config.loader import build_config
+        tree = to_dict(self)
+        if _has_interpolation(tree):
+            _assign_resolved(self, OmegaConf.to_container(OmegaConf.create(tree), resolve=True))
 
-            resolved = OmegaConf.to_container(OmegaConf.create(to_dict(self)), resolve=True)
-            built = build_config(resolved)
-            for f in dataclasses.fields(self):
-                setattr(self, f.name, getattr(built, f.name))
+
+def _assign_resolved(block: Any, resolved: dict[str, Any]) -> None:
+    """Set each interpolated value below the dataclass `block` to its value in `resolved` (the `to_dict` layout)."""
+    extra = extra_keys_field(type(block))
+    for f in dataclasses.fields(block):
+        value = getattr(block, f.name)
+        if f.name == extra:
+            value.update({k: resolved[k] for k, v in value.items() if _has_interpolation(v)})
+        elif dataclasses.is_dataclass(value):
+            _assign_resolved(value, resolved[f.name])
+        elif _has_interpolation(value):
+            setattr(block, f.name, resolved[f.name])
 
 
 def _has_interpolation(value: Any) -> bool:

@@ -1,19 +1,18 @@
 """Every cross-key rule of the config, in one place: `validate_cfg(cfg)`.
 
-Rules follow upstream SkyRL's `validate_cfg` / `validate_generator_cfg` / `validate_batch_sizes`,
-restricted to what this fork runs (strategies single and fsdp2; engines hf, vllm and remote). All
-problems are collected and raised together as one `ConfigError`, each naming its key(s). On success
-derived keys are filled in: `trainer.algorithm.max_seq_len` (if null), `trainer.resume_mode` (null ->
-"none") and `generator.override_existing_update_group` ("auto" -> "enable"/"disable").
+Rules follow upstream SkyRL's `validate_cfg` / `validate_generator_cfg` / `validate_batch_sizes`. This
+fork runs the single-process strategy and the colocated hf engine; keys that only the others would read
+(fsdp2, placement, vLLM / remote engines, ...) are refused unless at their default, by the one table in
+`support.py`. The rules for those keys stay here for when they are implemented. All problems are collected
+and raised together as one `ConfigError`, each naming its key(s). On success derived keys are filled in:
+`trainer.algorithm.max_seq_len` (if null) and `trainer.resume_mode` (null -> "none").
 """
 
 from __future__ import annotations
 
-import logging
-import warnings
-
 from skyrl_train.config.errors import ConfigError
 from skyrl_train.config.schema import SkyRLConfig
+from skyrl_train.config.support import not_implemented_problems
 
 __all__ = [
     "validate_cfg",
@@ -25,8 +24,6 @@ __all__ = [
     "LOSS_REDUCTIONS",
     "RESUME_MODES",
 ]
-
-logger = logging.getLogger(__name__)
 
 STRATEGIES = ("single", "fsdp2")
 BACKENDS = ("hf", "vllm")
@@ -41,8 +38,7 @@ _UNSUPPORTED = {
 
 def validate_cfg(cfg: SkyRLConfig) -> None:
     """Check every rule; raise one `ConfigError` listing all violations, else fill in the derived keys."""
-    problems: list[str] = []
-    _map_deprecated(cfg)
+    problems = not_implemented_problems(cfg)
     _check_choices(cfg, problems)
     _check_generator(cfg, problems)
     _check_placement(cfg, problems)
@@ -97,7 +93,6 @@ def _check_choices(cfg: SkyRLConfig, problems: list[str]) -> None:
     t, g, a = cfg.trainer, cfg.generator, cfg.trainer.algorithm
     _one_of(problems, "trainer.strategy", t.strategy, STRATEGIES)
     _one_of(problems, "generator.backend", g.backend, BACKENDS)
-    _one_of(problems, "trainer.sequence_parallel_backend", t.sequence_parallel_backend, ("ulysses",))
     backends = [t.logger] if isinstance(t.logger, str) else list(t.logger)
     for name in backends:
         if name not in LOGGERS:
@@ -322,6 +317,8 @@ def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
     _at_least(problems, "trainer.epochs", t.epochs, 1)
     _at_least(problems, "trainer.update_epochs_per_batch", t.update_epochs_per_batch, 1)
     _at_least(problems, "trainer.max_prompt_length", t.max_prompt_length, 1)
+    if not 0 <= t.max_infra_failure_ratio <= 1:
+        problems.append(f"trainer.max_infra_failure_ratio must be in [0, 1], got {t.max_infra_failure_ratio}.")
     # Whether S3 is on also depends on env fallbacks (S3_CHECKPOINT_BUCKET); `storage.S3Settings` decides that.
     s3 = t.s3
     _at_least(problems, "trainer.s3.upload_attempts", s3.upload_attempts, 1)
@@ -334,13 +331,11 @@ def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
 
 
 def _check_registries(cfg: SkyRLConfig, problems: list[str]) -> None:
-    try:
-        from skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry, PolicyLossRegistry
-    except ImportError as e:
-        if getattr(e, "name", None) not in ("skyrl_train.utils", "skyrl_train.utils.ppo_utils", None):
-            raise
-        logger.warning("skyrl_train.utils.ppo_utils is not importable (%s); registry names not checked.", e)
-        return
+    # Imported when called, not at module level: the algorithms package consumes this config (its modules may
+    # import the schema), so a module-level import would make the two packages import each other, and it would
+    # make `import skyrl_train.config` load torch. tests/config/test_import_graph.py checks the direction.
+    from skyrl_train.algorithms.registry import AdvantageEstimatorRegistry, PolicyLossRegistry
+
     a = cfg.trainer.algorithm
     checks = (
         ("trainer.algorithm.advantage_estimator", a.advantage_estimator, AdvantageEstimatorRegistry.list_available()),
@@ -354,25 +349,9 @@ def _check_registries(cfg: SkyRLConfig, problems: list[str]) -> None:
 # ------------------------------------------------------------------------------------ normalising
 
 
-def _map_deprecated(cfg: SkyRLConfig) -> None:
-    a = cfg.trainer.algorithm
-    if a.use_tis:
-        warnings.warn(
-            "trainer.algorithm.use_tis is deprecated; use trainer.algorithm.off_policy_correction.tis_ratio_type=token.",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        a.off_policy_correction.tis_ratio_type = "token"
-        if a.tis_imp_ratio_cap > 0:
-            a.off_policy_correction.token_tis_ratio_clip_high = a.tis_imp_ratio_cap
-
-
 def _derive(cfg: SkyRLConfig) -> None:
     g, t = cfg.generator, cfg.trainer
     if t.algorithm.max_seq_len is None:
         t.algorithm.max_seq_len = g.max_input_length + g.sampling_params.max_generate_length
     if t.resume_mode is None:
         t.resume_mode = "none"
-    if g.override_existing_update_group == "auto":
-        remote_vllm = not g.run_engines_locally and g.backend == "vllm"
-        g.override_existing_update_group = "enable" if remote_vllm else "disable"

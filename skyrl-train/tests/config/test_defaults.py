@@ -5,8 +5,9 @@ import dataclasses
 import pytest
 
 from skyrl_train.config import SkyRLConfig, load_config
-from skyrl_train.config.render_yaml import UPSTREAM_DEVIATIONS
+from skyrl_train.config.render_yaml import UPSTREAM_DEVIATIONS, _scalar
 from skyrl_train.config.schema import help_of
+from skyrl_train.config.support import value_of
 
 
 @pytest.fixture(scope="module")
@@ -59,18 +60,18 @@ def test_default_matches_upstream(cfg, key, upstream):
 
 
 def test_deviating_defaults_are_the_documented_ones(cfg):
-    assert (cfg.trainer.policy.model.path, cfg.trainer.strategy, cfg.generator.backend, cfg.trainer.logger) == (
-        "smollm2-135m-instruct",
-        "single",
-        "hf",
-        "console",
-    )
     assert [d[0] for d in UPSTREAM_DEVIATIONS] == [
         "trainer.policy.model.path",
         "trainer.strategy",
         "generator.backend",
         "trainer.logger",
+        "trainer.use_sample_packing",
+        "trainer.flash_attn",
+        "trainer.policy.optimizer_config.offload_after_step",
+        "trainer.critic.optimizer_config.offload_after_step",
     ]
+    for key, upstream, ours, _ in UPSTREAM_DEVIATIONS:
+        assert (_scalar(value_of(cfg, key)), upstream != ours) == (ours, True), key
 
 
 def test_s3_block_defaults_to_off(cfg):

@@ -63,8 +63,17 @@ def test_per_env_block_is_looked_up_by_env_id():
 
 
 def test_extra_sampling_params_are_kept_for_the_engine():
-    cfg = load_config(["+generator.sampling_params.presence_penalty=0.5"])
-    assert cfg.generator.sampling_params.additional_kwargs == {"presence_penalty": 0.5}
+    cfg = load_config(["+generator.sampling_params.ignore_eos=true"])
+    assert cfg.generator.sampling_params.additional_kwargs == {"ignore_eos": True}
+
+
+def test_extra_sampling_params_the_engine_does_not_read_are_refused():
+    with pytest.raises(ConfigError) as e:
+        load_config(["+generator.eval_sampling_params.presence_penalty=0.5"])
+    assert e.value.problems == [
+        "generator.eval_sampling_params.presence_penalty is not implemented in this fork: the hf engine would ignore "
+        "it (extra sampling keys it reads: ignore_eos)."
+    ]
 
 
 def test_logger_accepts_a_string_or_a_list():
@@ -140,7 +149,7 @@ def test_config_built_in_python_has_interpolations_resolved():
 
 
 def test_to_dict_round_trips_and_config_pickles():
-    cfg = load_config(["+environment.skyrl_gym.my_env.k=1", "+generator.sampling_params.presence_penalty=0.5"])
+    cfg = load_config(["+environment.skyrl_gym.my_env.k=1", "+generator.sampling_params.ignore_eos=true"])
     assert build_config(to_dict(cfg)) == cfg
     assert pickle.loads(pickle.dumps(cfg)) == cfg
     assert copy.deepcopy(cfg) == cfg

@@ -1,0 +1,163 @@
+"""Config keys that are declared (upstream's names and defaults) but not implemented in this fork: ONE table.
+
+A key in `NOT_IMPLEMENTED` is accepted only at its default; any other value makes `validate_cfg` raise a
+`ConfigError` that names the key and says it is not implemented, instead of being silently ignored.
+The default is the schema's; a default that is an interpolation (`${trainer.rope_scaling}`) means the value of
+the key it points to in the same config. `config_reference.md` marks every key of the table.
+
+Implementing a key = deleting its entry here and pointing its row in `tests/config/test_every_key.py` at a
+test that shows its effect.
+
+The open blocks follow the same rule: keys of `generator.sampling_params` / `eval_sampling_params` beyond the
+declared ones go to the inference engine unchanged, so only those the (only) hf engine reads are accepted
+(`ENGINE_EXTRA_SAMPLING_KEYS`); per-env blocks of `environment.skyrl_gym` are passed whole to the env named by
+the block, which owns its keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from skyrl_train.config.schema import SkyRLConfig
+
+__all__ = ["NOT_IMPLEMENTED", "ENGINE_EXTRA_SAMPLING_KEYS", "default_of", "value_of", "not_implemented_problems"]
+
+_FSDP2 = "multi-process training (trainer.strategy=fsdp2 on Ray) is not implemented yet; training runs in one process"
+_ENGINES = (
+    "only the colocated hf engine runs, generating with the policy's own weights; "
+    "vLLM and remote engines are not implemented yet"
+)
+_OFF_POLICY = "the policy loss does not apply off-policy correction (importance sampling vs rollout logprobs) yet"
+_NO_LOSS = "no built-in policy loss reads it ({} is not implemented); register a custom policy loss instead"
+
+NOT_IMPLEMENTED: dict[str, str] = {
+    # --- scale-out (Ray / FSDP2)
+    "trainer.strategy": _FSDP2,
+    "trainer.placement.colocate_all": _FSDP2,
+    "trainer.placement.colocate_policy_ref": _FSDP2,
+    "trainer.placement.policy_num_nodes": _FSDP2,
+    "trainer.placement.policy_num_gpus_per_node": _FSDP2,
+    "trainer.placement.critic_num_nodes": _FSDP2,
+    "trainer.placement.critic_num_gpus_per_node": _FSDP2,
+    "trainer.placement.ref_num_nodes": _FSDP2,
+    "trainer.placement.ref_num_gpus_per_node": _FSDP2,
+    "trainer.policy.fsdp_config.cpu_offload": _FSDP2,
+    "trainer.policy.fsdp_config.reshard_after_forward": _FSDP2,
+    "trainer.policy.fsdp_config.fsdp_size": _FSDP2,
+    "trainer.ref.fsdp_config.cpu_offload": _FSDP2,
+    "trainer.ref.fsdp_config.reshard_after_forward": _FSDP2,
+    "trainer.ref.fsdp_config.fsdp_size": _FSDP2,
+    "trainer.critic.fsdp_config.cpu_offload": _FSDP2,
+    "trainer.critic.fsdp_config.reshard_after_forward": _FSDP2,
+    "trainer.critic.fsdp_config.fsdp_size": _FSDP2,
+    "trainer.policy.optimizer_config.offload_after_step": "optimizer state is never offloaded to CPU",
+    "trainer.critic.optimizer_config.offload_after_step": "optimizer state is never offloaded to CPU",
+    "trainer.sequence_parallel_backend": "sequence parallelism is not implemented",
+    "trainer.policy.sequence_parallel_size": "sequence parallelism is not implemented",
+    "trainer.ref.sequence_parallel_size": "sequence parallelism is not implemented",
+    "trainer.critic.sequence_parallel_size": "sequence parallelism is not implemented",
+    # --- training forward pass and models
+    "trainer.use_sample_packing": "training forward passes use padded batches; sample packing is not implemented",
+    "trainer.flash_attn": "the models load with transformers' default attention; flash-attn is not wired in",
+    "trainer.policy.use_torch_compile": "the policy forward is not compiled",
+    "trainer.policy.record_memory": "CUDA memory snapshots are not recorded",
+    "trainer.disable_fast_tokenizer": "the tokenizer always loads with transformers' default (fast when available)",
+    "trainer.update_ref_every_epoch": "the ref model is never updated from the policy",
+    "trainer.rope_scaling": "RoPE settings are not applied to the model config",
+    "trainer.rope_theta": "RoPE settings are not applied to the model config",
+    "trainer.policy.model.lora.lora_sync_path": _ENGINES,
+    "trainer.critic.model.lora.lora_sync_path": _ENGINES,
+    # --- algorithm
+    "trainer.algorithm.use_tis": _OFF_POLICY,
+    "trainer.algorithm.tis_imp_ratio_cap": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.tis_ratio_type": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.sequence_tis_ratio_clip_high": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.sequence_mask_metric": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.geo_mask_high": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.geo_mask_low": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.product_mask_high": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.product_mask_low": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.outlier_token_is_threshold_low": _OFF_POLICY,
+    "trainer.algorithm.off_policy_correction.outlier_token_is_threshold_high": _OFF_POLICY,
+    "trainer.algorithm.sapo.tau_pos": _NO_LOSS.format("the sapo loss"),
+    "trainer.algorithm.sapo.tau_neg": _NO_LOSS.format("the sapo loss"),
+    "trainer.algorithm.clip_cov.clip_ratio": _NO_LOSS.format("the clip_cov loss"),
+    "trainer.algorithm.clip_cov.clip_cov_lb": _NO_LOSS.format("the clip_cov loss"),
+    "trainer.algorithm.clip_cov.clip_cov_ub": _NO_LOSS.format("the clip_cov loss"),
+    "trainer.algorithm.kl_cov.kl_cov_frac": _NO_LOSS.format("the kl_cov loss"),
+    "trainer.algorithm.kl_cov.ppo_kl_coef": _NO_LOSS.format("the kl_cov loss"),
+    "trainer.algorithm.cispo.cispo_eps_clip_low": _NO_LOSS.format("the cispo loss"),
+    "trainer.algorithm.cispo.cispo_eps_clip_high": _NO_LOSS.format("the cispo loss"),
+    # --- inference engines
+    "generator.backend": _ENGINES,
+    "generator.run_engines_locally": _ENGINES,
+    "generator.remote_inference_engine_urls": _ENGINES,
+    "generator.override_existing_update_group": _ENGINES,
+    "generator.model_name": _ENGINES,
+    "generator.model_dtype": _ENGINES,
+    "generator.num_inference_engines": _ENGINES,
+    "generator.inference_engine_tensor_parallel_size": _ENGINES,
+    "generator.inference_engine_pipeline_parallel_size": _ENGINES,
+    "generator.inference_engine_expert_parallel_size": _ENGINES,
+    "generator.inference_engine_data_parallel_size": _ENGINES,
+    "generator.weight_sync_backend": _ENGINES,
+    "generator.weight_transfer_threshold_cuda_ipc_GB": _ENGINES,
+    "generator.vllm_v1_disable_multiproc": _ENGINES,
+    "generator.enable_chunked_prefill": _ENGINES,
+    "generator.max_num_batched_tokens": _ENGINES,
+    "generator.enforce_eager": _ENGINES,
+    "generator.fully_sharded_loras": _ENGINES,
+    "generator.enable_ray_prometheus_stats": _ENGINES,
+    "generator.gpu_memory_utilization": _ENGINES,
+    "generator.engine_init_kwargs": _ENGINES,
+    "generator.rope_scaling": _ENGINES,
+    "generator.rope_theta": _ENGINES,
+    "generator.async_engine": "the hf engine is always async (the agent loop needs it); a sync engine does not exist",
+    "generator.batched": "single-call batched generation is not implemented; the agent loop batches in the engine",
+    "generator.chat_template.source": "custom chat templates (the re-tokenising path) are not implemented",
+    "generator.chat_template.name_or_path": "custom chat templates (the re-tokenising path) are not implemented",
+}
+
+ENGINE_EXTRA_SAMPLING_KEYS = ("ignore_eos",)
+"""Undeclared sampling keys the hf engine reads (`HFInferenceEngine`); any other one would be ignored, so it is refused."""
+
+_INTERPOLATION = re.compile(r"\$\{([A-Za-z0-9_.]+)\}")
+
+
+def value_of(cfg: Any, key: str) -> Any:
+    """The value of dotted `key` in a config (or a default block tree)."""
+    node = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def default_of(key: str, cfg: SkyRLConfig) -> Any:
+    """The schema default of `key`; an interpolation default is the value of the key it names in `cfg`."""
+    section, _, rest = key.partition(".")
+    field = {f.name: f for f in dataclasses.fields(SkyRLConfig)}[section]
+    default = value_of(field.default_factory(), rest)
+    match = _INTERPOLATION.fullmatch(default) if isinstance(default, str) else None
+    return value_of(cfg, match.group(1)) if match else default
+
+
+def not_implemented_problems(cfg: SkyRLConfig) -> list[str]:
+    """One problem per key of the table set to a value other than its default, and per unread sampling key."""
+    problems = []
+    for key, reason in NOT_IMPLEMENTED.items():
+        value, default = value_of(cfg, key), default_of(key, cfg)
+        if value != default:
+            problems.append(
+                f"{key}={value!r} is not implemented in this fork: {reason}. Only the default {default!r} is accepted."
+            )
+    for block in ("sampling_params", "eval_sampling_params"):
+        for name in getattr(cfg.generator, block).additional_kwargs:
+            if name not in ENGINE_EXTRA_SAMPLING_KEYS:
+                problems.append(
+                    f"generator.{block}.{name} is not implemented in this fork: the hf engine would ignore it "
+                    f"(extra sampling keys it reads: {', '.join(ENGINE_EXTRA_SAMPLING_KEYS)})."
+                )
+    return problems
