@@ -13,8 +13,8 @@ def ppo_critic_loss(
     values: torch.Tensor,
     old_values: torch.Tensor,
     returns: torch.Tensor,
-    loss_mask: torch.Tensor | None = None,
-    value_clip: float | None = 0.2,
+    loss_mask: torch.Tensor | None,
+    value_clip: float | None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped value loss, per token.
 
@@ -30,7 +30,7 @@ def ppo_critic_loss(
         values: ``[B, T]`` current critic values (with grad).
         old_values: ``[B, T]`` values when the batch was generated.
         returns: ``[B, T]`` regression targets.
-        loss_mask: ``[B, T]`` 0/1.
+        loss_mask: ``[B, T]`` 0/1, or None for every token.
         value_clip: ``c`` (``trainer.algorithm.value_clip``), or None for no clipping.
 
     Returns:

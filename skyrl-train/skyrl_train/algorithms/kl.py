@@ -18,12 +18,14 @@ Two uses:
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from skyrl_train.algorithms.masked import masked_mean
-from skyrl_train.algorithms.utils import config_value
+
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import AlgorithmConfig
 
 __all__ = [
     "KLEstimator",
@@ -55,10 +57,11 @@ class KLEstimator(StrEnum):
 def compute_approx_kl(
     log_probs: torch.Tensor,
     ref_log_probs: torch.Tensor,
-    loss_mask: torch.Tensor | None = None,
-    kl_estimator_type: str | KLEstimator = KLEstimator.K3,
+    loss_mask: torch.Tensor | None,
+    kl_estimator_type: str | KLEstimator,
 ) -> torch.Tensor:
-    """Per-token KL estimate ``[B, T]`` (zero where ``loss_mask`` is 0); formulas in the module docstring."""
+    """Per-token KL estimate ``[B, T]`` (zero where ``loss_mask`` is 0; no mask if None); formulas in the module
+    docstring. ``kl_estimator_type`` is ``trainer.algorithm.kl_estimator_type``."""
     try:
         kind = KLEstimator(str(kl_estimator_type))
     except ValueError:
@@ -85,7 +88,7 @@ def apply_kl_penalty(
     ref_log_probs: torch.Tensor,
     response_mask: torch.Tensor,
     kl_coef: float,
-    kl_estimator_type: str | KLEstimator = KLEstimator.K3,
+    kl_estimator_type: str | KLEstimator,
 ) -> tuple[torch.Tensor, float]:
     """KL in the reward: ``r'_{i,t} = r_{i,t} − β · kl_{i,t} · m_{i,t}``.
 
@@ -136,19 +139,16 @@ class AdaptiveKLController:
         self.value *= 1.0 + error * n_steps / self.horizon
 
 
-def get_kl_controller(algorithm_config: Any) -> FixedKLController | AdaptiveKLController:
-    """Build the controller from a ``trainer.algorithm`` config.
+def get_kl_controller(algorithm_config: AlgorithmConfig) -> FixedKLController | AdaptiveKLController:
+    """Build the controller of ``trainer.algorithm.kl_ctrl``.
 
-    Reads ``kl_ctrl.type`` (``fixed`` | ``adaptive``), ``kl_ctrl.kl_target`` (0.1), ``kl_ctrl.horizon`` (10000);
-    the initial coefficient is ``kl_loss_coef`` (0.001), as upstream.
+    ``kl_ctrl.type`` is ``fixed`` or ``adaptive`` (which also reads ``kl_ctrl.kl_target`` and ``kl_ctrl.horizon``);
+    the initial coefficient is ``kl_loss_coef``, as upstream.
     """
-    kl_ctrl = config_value(algorithm_config, "kl_ctrl", None)
-    kind = str(config_value(kl_ctrl, "type", "fixed"))
-    coef = float(config_value(algorithm_config, "kl_loss_coef", 0.001))
-    if kind == "fixed":
+    kl_ctrl = algorithm_config.kl_ctrl
+    coef = algorithm_config.kl_loss_coef
+    if kl_ctrl.type == "fixed":
         return FixedKLController(coef)
-    if kind == "adaptive":
-        return AdaptiveKLController(
-            coef, float(config_value(kl_ctrl, "kl_target", 0.1)), int(config_value(kl_ctrl, "horizon", 10000))
-        )
-    raise ValueError(f"Unknown kl_ctrl.type {kind!r}. Available: fixed, adaptive")
+    if kl_ctrl.type == "adaptive":
+        return AdaptiveKLController(coef, kl_ctrl.kl_target, kl_ctrl.horizon)
+    raise ValueError(f"Unknown kl_ctrl.type {kl_ctrl.type!r}. Available: fixed, adaptive")

@@ -1,14 +1,14 @@
 """Policy losses: ``regular`` (PPO clip, asymmetric), ``dual_clip`` and ``gspo``.
 
-Every loss has the signature ``fn(log_probs, old_log_probs, advantages, loss_mask, config=None,
+Every loss has upstream SkyRL's signature ``fn(log_probs, old_log_probs, advantages, config, loss_mask=None,
 rollout_logprobs=None) -> (per_token_loss, metrics)``:
 
 - ``log_probs``: ``[B, T]`` log-probabilities of the sampled tokens under the current policy (with grad);
 - ``old_log_probs``: ``[B, T]`` the same under the policy that generated the batch (no grad);
 - ``advantages``: ``[B, T]``;
-- ``loss_mask``: ``[B, T]`` 0/1, 1 on tokens the model sampled;
-- ``config``: any object or mapping with upstream's ``trainer.algorithm`` keys (``eps_clip_low``,
-  ``eps_clip_high``, ``clip_ratio_c``, ``loss_reduction``); missing keys fall back to upstream's defaults;
+- ``config``: the ``trainer.algorithm`` section (``AlgorithmConfig``); the losses read ``eps_clip_low``,
+  ``eps_clip_high``, ``clip_ratio_c`` and ``loss_reduction``;
+- ``loss_mask``: ``[B, T]`` 0/1, 1 on tokens the model sampled (None: every token);
 - ``rollout_logprobs``: accepted for signature compatibility; off-policy correction is not applied here.
 
 The per-token loss is zero where ``loss_mask`` is 0. Reduce it with ``reduce_loss`` (reductions module).
@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import warnings
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from skyrl_train.algorithms.masked import masked_mean
 from skyrl_train.algorithms.registry import PolicyLossRegistry
-from skyrl_train.algorithms.utils import config_value
+
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import AlgorithmConfig
 
 __all__ = [
     "PolicyLossType",
@@ -50,8 +52,6 @@ LOG_RATIO_CLAMP = 20.0
 GSPO_LOG_RATIO_MAX = 10.0
 """GSPO clamps the token log-weight to ``≤ 10``."""
 
-_DEFAULTS: dict[str, Any] = {"eps_clip_low": 0.2, "eps_clip_high": 0.2, "clip_ratio_c": 3.0, "loss_reduction": None}
-
 
 class PolicyLossType(StrEnum):
     """Names of the built-in policy losses (``trainer.algorithm.policy_loss_type``)."""
@@ -59,10 +59,6 @@ class PolicyLossType(StrEnum):
     REGULAR = "regular"
     DUAL_CLIP = "dual_clip"
     GSPO = "gspo"
-
-
-def _get(config: Any, key: str) -> Any:
-    return config_value(config, key, _DEFAULTS[key])
 
 
 def _as_mask(loss_mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -111,8 +107,8 @@ def ppo_policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
     advantages: torch.Tensor,
+    config: AlgorithmConfig,
     loss_mask: torch.Tensor | None = None,
-    config: Any = None,
     rollout_logprobs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO clipped surrogate with asymmetric clipping ("clip-higher").
@@ -121,7 +117,7 @@ def ppo_policy_loss(
 
         loss = −min(ρ · A, clip(ρ, 1 − ε_low, 1 + ε_high) · A) · m
 
-    ``ε_low = config.eps_clip_low`` (0.2), ``ε_high = config.eps_clip_high`` (0.2). The clip binds from below
+    ``ε_low = config.eps_clip_low``, ``ε_high = config.eps_clip_high``. The clip binds from below
     only for ``A < 0`` (``ρ < 1 − ε_low``) and from above only for ``A > 0`` (``ρ > 1 + ε_high``); there the
     gradient is 0.
 
@@ -131,9 +127,7 @@ def ppo_policy_loss(
     mask = _as_mask(loss_mask, log_probs)
     log_ratio = (log_probs - old_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
-    loss, clip_low, clip_high = _clipped_surrogate(
-        ratio, advantages, float(_get(config, "eps_clip_low")), float(_get(config, "eps_clip_high"))
-    )
+    loss, clip_low, clip_high = _clipped_surrogate(ratio, advantages, config.eps_clip_low, config.eps_clip_high)
     return loss * mask, _metrics(ratio, log_ratio, clip_low, clip_high, mask)
 
 
@@ -141,13 +135,13 @@ def dual_clip_policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
     advantages: torch.Tensor,
+    config: AlgorithmConfig,
     loss_mask: torch.Tensor | None = None,
-    config: Any = None,
     rollout_logprobs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Dual-clip PPO: the ``regular`` loss, additionally capped for negative advantages.
 
-    With ``L`` the ``regular`` per-token loss and ``c = config.clip_ratio_c`` (3.0, must be > 1)::
+    With ``L`` the ``regular`` per-token loss and ``c = config.clip_ratio_c`` (must be > 1)::
 
         loss = min(L, −c · A) · m    where A < 0
         loss = L · m                 where A ≥ 0
@@ -158,15 +152,13 @@ def dual_clip_policy_loss(
     Returns:
         ``(loss [B, T], metrics)``; metrics add ``dual_clip_frac``.
     """
-    clip_c = float(_get(config, "clip_ratio_c"))
+    clip_c = config.clip_ratio_c
     if clip_c <= 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 for dual_clip, got {clip_c}")
     mask = _as_mask(loss_mask, log_probs)
     log_ratio = (log_probs - old_log_probs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
-    loss, clip_low, clip_high = _clipped_surrogate(
-        ratio, advantages, float(_get(config, "eps_clip_low")), float(_get(config, "eps_clip_high"))
-    )
+    loss, clip_low, clip_high = _clipped_surrogate(ratio, advantages, config.eps_clip_low, config.eps_clip_high)
     cap = -clip_c * advantages
     negative = advantages < 0
     dual = negative & (loss > cap)
@@ -180,8 +172,8 @@ def gspo_policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
     advantages: torch.Tensor,
+    config: AlgorithmConfig,
     loss_mask: torch.Tensor | None = None,
-    config: Any = None,
     rollout_logprobs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GSPO (the GSPO-token form): PPO clipping on a sequence-level importance ratio.
@@ -194,23 +186,20 @@ def gspo_policy_loss(
         loss_{i,t} = −min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A) · m
 
     so every token of a sequence is clipped together. Upstream recommends ``loss_reduction=sequence_mean``;
-    a warning is emitted if ``config.loss_reduction`` is set to anything else.
+    a warning is emitted for any other ``config.loss_reduction``.
 
     Returns:
         ``(loss [B, T], metrics)``; ratio statistics are over the sequence ratios broadcast to tokens.
     """
-    reduction = _get(config, "loss_reduction")
-    if reduction is not None and str(reduction) != "sequence_mean":
-        warnings.warn(f"gspo is meant for loss_reduction='sequence_mean', got {reduction!r}", stacklevel=2)
+    if config.loss_reduction != "sequence_mean":
+        warnings.warn(f"gspo is meant for loss_reduction='sequence_mean', got {config.loss_reduction!r}", stacklevel=2)
     mask = _as_mask(loss_mask, log_probs)
     token_log_ratio = log_probs - old_log_probs
     seq_log_ratio = masked_mean(token_log_ratio, mask, dim=-1)
     log_weight = log_probs - log_probs.detach() + seq_log_ratio.detach().unsqueeze(-1)
     log_weight = log_weight.clamp(max=GSPO_LOG_RATIO_MAX)
     ratio = torch.exp(log_weight)
-    loss, clip_low, clip_high = _clipped_surrogate(
-        ratio, advantages, float(_get(config, "eps_clip_low")), float(_get(config, "eps_clip_high"))
-    )
+    loss, clip_low, clip_high = _clipped_surrogate(ratio, advantages, config.eps_clip_low, config.eps_clip_high)
     return loss * mask, _metrics(ratio, token_log_ratio, clip_low, clip_high, mask)
 
 

@@ -12,7 +12,7 @@ token count, micro-batch losses summed. Metrics of ``ppo_train`` (prefix ``criti
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -21,13 +21,10 @@ from skyrl_train.algorithms import compute_loss_normalizer, ppo_critic_loss, red
 from skyrl_train.models import resolve_model_path, to_torch_dtype
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.forward import eval_mode, pad_response, position_ids_from_attention_mask, trim_padding
-from skyrl_train.workers.trainable import (
-    MiniBatchInfo,
-    TrainableWorker,
-    apply_lora,
-    cfg_get,
-    enable_gradient_checkpointing,
-)
+from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, apply_lora, enable_gradient_checkpointing
+
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import AlgorithmConfig, CriticConfig
 
 __all__ = ["CriticWorker", "ValueModel"]
 
@@ -64,9 +61,9 @@ class CriticWorker(TrainableWorker):
     """The critic on one process.
 
     Args:
-        critic_config: ``trainer.critic`` (``model.path``, ``model.lora.*``, ``optimizer_config.*``,
+        critic_config: ``trainer.critic`` (reads ``model.path``, ``model.lora``, ``optimizer_config``,
             ``model_config_kwargs``).
-        algorithm_config: ``trainer.algorithm`` (``value_clip``, ``value_head_prefix``).
+        algorithm_config: ``trainer.algorithm`` (reads ``value_clip``, ``value_head_prefix``).
         num_training_steps, gradient_checkpointing, gradient_checkpointing_use_reentrant, dtype, device: as for
             ``PolicyWorker``.
     """
@@ -76,8 +73,8 @@ class CriticWorker(TrainableWorker):
 
     def __init__(
         self,
-        critic_config: Any,
-        algorithm_config: Any,
+        critic_config: CriticConfig,
+        algorithm_config: AlgorithmConfig,
         *,
         num_training_steps: int | None = None,
         gradient_checkpointing: bool = False,
@@ -87,21 +84,19 @@ class CriticWorker(TrainableWorker):
     ):
         from transformers import AutoModel
 
-        model_path = cfg_get(critic_config, "model.path")
+        model_path = critic_config.model.path
         if not model_path:
             raise ValueError("trainer.critic.model.path is not set")
         backbone = AutoModel.from_pretrained(
-            resolve_model_path(model_path),
-            dtype=to_torch_dtype(dtype),
-            **dict(cfg_get(critic_config, "model_config_kwargs", {})),
+            resolve_model_path(model_path), dtype=to_torch_dtype(dtype), **critic_config.model_config_kwargs
         ).to(device)
         if gradient_checkpointing:
             enable_gradient_checkpointing(backbone, gradient_checkpointing_use_reentrant)
-        if int(cfg_get(critic_config, "model.lora.rank", 0)) > 0:
-            backbone = apply_lora(backbone, cfg_get(critic_config, "model.lora"), task_type=None)
-        model = ValueModel(backbone, cfg_get(algorithm_config, "value_head_prefix", "value_head"))
-        super().__init__(model, model_path, cfg_get(critic_config, "optimizer_config"), num_training_steps)
-        self.value_clip = cfg_get(algorithm_config, "value_clip", 0.2)
+        if critic_config.model.lora.rank > 0:
+            backbone = apply_lora(backbone, critic_config.model.lora, task_type=None)
+        model = ValueModel(backbone, algorithm_config.value_head_prefix)
+        super().__init__(model, model_path, critic_config.optimizer_config, num_training_steps)
+        self.value_clip = algorithm_config.value_clip
 
     @torch.no_grad()
     def compute_values(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:

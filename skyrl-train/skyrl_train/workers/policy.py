@@ -37,7 +37,7 @@ import copy
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -47,13 +47,10 @@ from skyrl_train.models import load_causal_lm
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.forward import batched_response_logprobs, response_logprobs
 from skyrl_train.workers.metrics import rollout_train_logprob_diff
-from skyrl_train.workers.trainable import (
-    MiniBatchInfo,
-    TrainableWorker,
-    apply_lora,
-    cfg_get,
-    enable_gradient_checkpointing,
-)
+from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, apply_lora, enable_gradient_checkpointing
+
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import AlgorithmConfig, PolicyConfig
 
 __all__ = ["PolicyWorker"]
 
@@ -64,12 +61,12 @@ class PolicyWorker(TrainableWorker):
     """The policy on one process: old-logprob forward passes, PPO updates, checkpoints and HF export.
 
     Args:
-        policy_config: ``trainer.policy`` (``model.path``, ``model.lora.*``, ``optimizer_config.*``,
+        policy_config: ``trainer.policy`` (reads ``model.path``, ``model.lora``, ``optimizer_config``,
             ``model_config_kwargs``). LoRA when ``model.lora.rank > 0`` (only adapter weights train), else full
             fine-tuning.
-        algorithm_config: ``trainer.algorithm`` (``policy_loss_type``, ``loss_reduction``, ``max_seq_len``,
+        algorithm_config: ``trainer.algorithm`` (reads ``policy_loss_type``, ``loss_reduction``, ``max_seq_len``,
             ``use_kl_loss``, ``kl_loss_coef``, ``kl_estimator_type``, ``use_entropy_loss``,
-            ``entropy_loss_coef``, clip settings read by the loss).
+            ``entropy_loss_coef``); passed whole to the policy loss, which reads its own keys.
         temperature: ``generator.sampling_params.temperature``; logits are divided by it (0 counts as 1).
         num_training_steps: optimizer steps of the whole run, for schedulers that decay (upstream: total steps ×
             mini-batches per batch × update epochs).
@@ -81,8 +78,8 @@ class PolicyWorker(TrainableWorker):
 
     def __init__(
         self,
-        policy_config: Any,
-        algorithm_config: Any,
+        policy_config: PolicyConfig,
+        algorithm_config: AlgorithmConfig,
         *,
         temperature: float = 1.0,
         num_training_steps: int | None = None,
@@ -91,26 +88,19 @@ class PolicyWorker(TrainableWorker):
         dtype: str | torch.dtype = "float32",
         device: str | torch.device = "cpu",
     ):
-        model_path = cfg_get(policy_config, "model.path")
+        model_path = policy_config.model.path
         if not model_path:
             raise ValueError("trainer.policy.model.path is not set")
-        model = load_causal_lm(model_path, dtype, device, **dict(cfg_get(policy_config, "model_config_kwargs", {})))
+        model = load_causal_lm(model_path, dtype, device, **policy_config.model_config_kwargs)
         if gradient_checkpointing:
             enable_gradient_checkpointing(model, gradient_checkpointing_use_reentrant)
-        self.uses_lora = int(cfg_get(policy_config, "model.lora.rank", 0)) > 0
+        self.uses_lora = policy_config.model.lora.rank > 0
         if self.uses_lora:
-            model = apply_lora(model, cfg_get(policy_config, "model.lora"), task_type="CAUSAL_LM")
-        super().__init__(model, model_path, cfg_get(policy_config, "optimizer_config"), num_training_steps)
+            model = apply_lora(model, policy_config.model.lora, task_type="CAUSAL_LM")
+        super().__init__(model, model_path, policy_config.optimizer_config, num_training_steps)
         self.algorithm_config = algorithm_config
         self.temperature = temperature
-        self.policy_loss_fn = PolicyLossRegistry.get(cfg_get(algorithm_config, "policy_loss_type", "regular"))
-        self.loss_reduction = cfg_get(algorithm_config, "loss_reduction", "token_mean")
-        self.max_seq_len = cfg_get(algorithm_config, "max_seq_len")
-        self.use_kl_loss = bool(cfg_get(algorithm_config, "use_kl_loss", True))
-        self.kl_loss_coef = float(cfg_get(algorithm_config, "kl_loss_coef", 0.001))
-        self.kl_estimator_type = cfg_get(algorithm_config, "kl_estimator_type", "k3")
-        self.use_entropy_loss = bool(cfg_get(algorithm_config, "use_entropy_loss", False))
-        self.entropy_loss_coef = float(cfg_get(algorithm_config, "entropy_loss_coef", 0.01))
+        self.policy_loss_fn = PolicyLossRegistry.get(algorithm_config.policy_loss_type)
         self._old_logprobs_from_forward = False
         """Set by `ppo_train` for a batch without old logprobs (see there)."""
 
@@ -122,14 +112,16 @@ class PolicyWorker(TrainableWorker):
     # ----------------------------------------------------------------------------------------- loss
 
     def _loss_normalizer(self, loss_mask: torch.Tensor) -> float:
-        return compute_loss_normalizer(loss_mask, self.loss_reduction, self.max_seq_len)
+        algo = self.algorithm_config
+        return compute_loss_normalizer(loss_mask, algo.loss_reduction, algo.max_seq_len)
 
     def _reduce(self, per_token: torch.Tensor, loss_mask: torch.Tensor, info: MiniBatchInfo) -> torch.Tensor:
-        return reduce_loss(per_token, loss_mask, self.loss_reduction, normalizer=info.loss_normalizer)
+        return reduce_loss(per_token, loss_mask, self.algorithm_config.loss_reduction, normalizer=info.loss_normalizer)
 
     def _micro_batch_loss(
         self, micro_batch: TrainingInputBatch, info: MiniBatchInfo
     ) -> tuple[torch.Tensor, dict[str, float]]:
+        algo = self.algorithm_config
         loss_mask = micro_batch["loss_mask"]
         logprobs, entropy = response_logprobs(
             self.model,
@@ -138,7 +130,7 @@ class PolicyWorker(TrainableWorker):
             loss_mask.shape[1],
             self.temperature,
             with_entropy=True,
-            entropy_grad=self.use_entropy_loss,
+            entropy_grad=algo.use_entropy_loss,
         )
         old_logprobs = micro_batch["action_log_probs"]
         if self._old_logprobs_from_forward:
@@ -148,12 +140,12 @@ class PolicyWorker(TrainableWorker):
             old_logprobs,
             micro_batch["advantages"],
             loss_mask=loss_mask,
-            config=self.algorithm_config,
+            config=algo,
             rollout_logprobs=micro_batch.get("rollout_logprobs"),
         )
         policy_loss = self._reduce(per_token_loss, loss_mask, info)
         entropy_term = self._reduce(entropy, loss_mask, info)
-        loss = policy_loss - self.entropy_loss_coef * entropy_term if self.use_entropy_loss else policy_loss
+        loss = policy_loss - algo.entropy_loss_coef * entropy_term if algo.use_entropy_loss else policy_loss
         metrics = {
             "policy_loss": policy_loss.item(),
             "policy_entropy": entropy_term.item(),
@@ -161,14 +153,14 @@ class PolicyWorker(TrainableWorker):
         }
         ref_logprobs = micro_batch.get("base_action_log_probs")
         if ref_logprobs is not None:
-            kl_input = logprobs if self.use_kl_loss else logprobs.detach()
+            kl_input = logprobs if algo.use_kl_loss else logprobs.detach()
             kl = self._reduce(
-                compute_approx_kl(kl_input, ref_logprobs, loss_mask, self.kl_estimator_type), loss_mask, info
+                compute_approx_kl(kl_input, ref_logprobs, loss_mask, algo.kl_estimator_type), loss_mask, info
             )
-            if self.use_kl_loss:
-                loss = loss + self.kl_loss_coef * kl
+            if algo.use_kl_loss:
+                loss = loss + algo.kl_loss_coef * kl
             metrics["policy_kl"] = kl.item()
-        elif self.use_kl_loss:
+        elif algo.use_kl_loss:
             raise KeyError("use_kl_loss is set but the batch has no base_action_log_probs (ref logprobs)")
         metrics["final_loss"] = loss.item()
         metrics.update(_health_metrics(logprobs.detach(), old_logprobs, loss_mask, loss_metrics, info))

@@ -8,7 +8,7 @@ reference is a separate frozen model loaded from ``trainer.ref.model.path``.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -17,7 +17,9 @@ from skyrl_train.models import load_causal_lm
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.forward import batched_response_logprobs
 from skyrl_train.workers.policy import PolicyWorker
-from skyrl_train.workers.trainable import cfg_get
+
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import RefConfig
 
 __all__ = ["RefWorker"]
 
@@ -54,7 +56,7 @@ class RefWorker:
         return cls(policy.model, policy.temperature, disable_adapter=True)
 
     @classmethod
-    def for_policy(cls, policy: PolicyWorker, ref_config: Any) -> RefWorker:
+    def for_policy(cls, policy: PolicyWorker, ref_config: RefConfig) -> RefWorker:
         """``sharing_policy`` for a LoRA policy, else ``from_pretrained(ref.model.path)`` (the policy's path if
         unset), with the policy's temperature, dtype and device.
 
@@ -62,7 +64,7 @@ class RefWorker:
             ValueError: LoRA with a ``ref.model.path`` other than the policy's (the disabled-adapter reference is
                 the policy's base model, so another reference cannot be honoured).
         """
-        ref_path = cfg_get(ref_config, "model.path") or policy.model_path
+        ref_path = ref_config.model.path or policy.model_path
         if policy.uses_lora:
             if str(ref_path) != str(policy.model_path):
                 raise ValueError(
@@ -76,7 +78,7 @@ class RefWorker:
             temperature=policy.temperature,
             dtype=param.dtype,
             device=param.device,
-            model_config_kwargs=cfg_get(ref_config, "model_config_kwargs"),
+            model_config_kwargs=ref_config.model_config_kwargs,
         )
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:

@@ -22,19 +22,21 @@ import math
 import random
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from skyrl_train.algorithms.utils import config_value
 from skyrl_train.models import load_tokenizer
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.metrics import aggregate_step_metrics, combine_micro_metrics
 
-__all__ = ["MiniBatchInfo", "TrainableWorker", "apply_lora", "cfg_get", "enable_gradient_checkpointing"]
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import LoraConfig, OptimizerConfig
+
+__all__ = ["MiniBatchInfo", "TrainableWorker", "apply_lora", "enable_gradient_checkpointing"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,35 +46,25 @@ EXTRA_STATE_FILE = "extra_state.pt"
 HF_DIR = "huggingface"
 
 
-def cfg_get(config: Any, dotted_key: str, default: Any = None) -> Any:
-    """``config.a.b.c`` for ``"a.b.c"`` on dataclasses, mappings or OmegaConf nodes; ``default`` if any part is
-    missing or None."""
-    node = config
-    for part in dotted_key.split("."):
-        node = config_value(node, part, None)
-        if node is None:
-            return default
-    return node
-
-
-def apply_lora(model: nn.Module, lora_config: Any, task_type: str | None) -> nn.Module:
+def apply_lora(model: nn.Module, lora_config: LoraConfig, task_type: str | None) -> nn.Module:
     """Wrap ``model`` with a fresh peft LoRA adapter from a ``model.lora`` config; only adapter weights train.
 
     ``init_method: kaiming`` is peft's default init (A Kaiming-uniform, B zero, so the adapted model starts
     equal to the base); any other value is passed to peft's ``init_lora_weights`` (e.g. ``gaussian``).
     """
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
 
     def names(value: Any) -> Any:
         return value if value is None or isinstance(value, str) else list(value)
 
-    init_method = cfg_get(lora_config, "init_method", "kaiming")
-    peft_config = LoraConfig(
-        r=int(cfg_get(lora_config, "rank")),
-        lora_alpha=cfg_get(lora_config, "alpha", 16),
-        lora_dropout=float(cfg_get(lora_config, "dropout", 0.0)),
-        target_modules=names(cfg_get(lora_config, "target_modules", "all-linear")),
-        exclude_modules=names(cfg_get(lora_config, "exclude_modules")),
+    init_method = lora_config.init_method
+    peft_config = PeftLoraConfig(
+        r=lora_config.rank,
+        lora_alpha=lora_config.alpha,
+        lora_dropout=lora_config.dropout,
+        target_modules=names(lora_config.target_modules),
+        exclude_modules=names(lora_config.exclude_modules),
         init_lora_weights=True if init_method == "kaiming" else init_method,
         task_type=task_type,
     )
@@ -131,7 +123,9 @@ class TrainableWorker:
     lr_metric: ClassVar[str]
     """Name of the learning-rate metric (upstream: ``policy_lr`` / ``critic_lr``)."""
 
-    def __init__(self, model: nn.Module, model_path: str, optimizer_config: Any, num_training_steps: int | None):
+    def __init__(
+        self, model: nn.Module, model_path: str, optimizer_config: OptimizerConfig, num_training_steps: int | None
+    ):
         from transformers import get_scheduler
 
         self.model = model
@@ -142,17 +136,17 @@ class TrainableWorker:
         self._params = list(self._trainable.values())
         self.optimizer = torch.optim.AdamW(
             self._params,
-            lr=float(cfg_get(optimizer_config, "lr", 1e-6)),
-            betas=tuple(float(b) for b in cfg_get(optimizer_config, "adam_betas", (0.9, 0.999))),
-            weight_decay=float(cfg_get(optimizer_config, "weight_decay", 1e-2)),
+            lr=optimizer_config.lr,
+            betas=tuple(optimizer_config.adam_betas),
+            weight_decay=optimizer_config.weight_decay,
         )
         self.scheduler = get_scheduler(
-            cfg_get(optimizer_config, "scheduler", "constant_with_warmup"),
+            optimizer_config.scheduler,
             self.optimizer,
-            num_warmup_steps=int(cfg_get(optimizer_config, "num_warmup_steps", 0)),
+            num_warmup_steps=optimizer_config.num_warmup_steps,
             num_training_steps=num_training_steps,
         )
-        self.max_grad_norm = float(cfg_get(optimizer_config, "max_grad_norm", 1.0))
+        self.max_grad_norm = optimizer_config.max_grad_norm
         self._loaded_tokenizer = None
 
     # ----------------------------------------------------------------------------------------- subclass hooks

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from skyrl_train.config.schema import AlgorithmConfig, KLCtrlConfig
 from skyrl_train.utils.ppo_utils import (
     AdaptiveKLController,
     FixedKLController,
@@ -80,8 +81,10 @@ def test_adaptive_controller_lowers_coef_when_kl_is_below_target():
 
 
 def test_get_kl_controller_reads_the_algorithm_config():
-    cfg = {"kl_loss_coef": 0.01, "kl_ctrl": {"type": "adaptive", "kl_target": 0.2, "horizon": 500}}
+    cfg = AlgorithmConfig(kl_loss_coef=0.01, kl_ctrl=KLCtrlConfig(type="adaptive", kl_target=0.2, horizon=500))
     ctrl = get_kl_controller(cfg)
     assert isinstance(ctrl, AdaptiveKLController)
     assert (ctrl.value, ctrl.kl_target, ctrl.horizon) == (0.01, 0.2, 500)
-    assert isinstance(get_kl_controller({"kl_loss_coef": 0.01, "kl_ctrl": {"type": "fixed"}}), FixedKLController)
+    fixed = get_kl_controller(AlgorithmConfig(kl_loss_coef=0.01, kl_ctrl=KLCtrlConfig(type="fixed")))
+    assert isinstance(fixed, FixedKLController)
+    assert fixed.value == 0.01

@@ -51,7 +51,7 @@ def test_register_then_get_returns_the_function(cleanup):
 
 def test_register_works_as_a_decorator(cleanup):
     @PolicyLossRegistry.register("my_loss")
-    def my_loss(log_probs, old_log_probs, advantages, loss_mask, config=None, rollout_logprobs=None):
+    def my_loss(log_probs, old_log_probs, advantages, config, loss_mask=None, rollout_logprobs=None):
         return -advantages * log_probs, {}
 
     cleanup.append((PolicyLossRegistry, "my_loss"))

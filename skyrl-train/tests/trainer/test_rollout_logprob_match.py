@@ -8,6 +8,7 @@ path (`build_training_batch`) and `PolicyWorker.compute_logprobs`, compared with
 import torch
 
 from skyrl_train.config import load_config
+from skyrl_train.config.schema import AlgorithmConfig, LoraConfig, ModelConfig, PolicyConfig
 from skyrl_train.generators.base import GeneratorInput, TrajectoryID
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import SamplingParams
@@ -24,8 +25,8 @@ async def test_mean_abs_logprob_gap_on_a_real_multi_turn_rollout_is_below_1e_3()
     torch.manual_seed(0)
     tokenizer = load_tokenizer(DEFAULT_MODEL)
     policy = PolicyWorker(
-        {"model": {"path": DEFAULT_MODEL, "lora": {"rank": 8, "alpha": 16}}, "optimizer_config": {"lr": 1e-4}},
-        {"use_kl_loss": False},
+        PolicyConfig(model=ModelConfig(path=DEFAULT_MODEL, lora=LoraConfig(rank=8, alpha=16))),
+        AlgorithmConfig(use_kl_loss=False),
         temperature=TEMPERATURE,
     )
     engine = HFInferenceEngine(policy.model, tokenizer, seed=0)

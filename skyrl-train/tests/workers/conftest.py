@@ -1,10 +1,11 @@
-"""Fixtures for the worker tests: the tiny model, worker builders with dict configs, hand-laid-out batches."""
+"""Fixtures for the worker tests: the tiny model, worker builders with typed configs, hand-laid-out batches."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from skyrl_train.config.schema import AlgorithmConfig, LoraConfig, ModelConfig, OptimizerConfig, PolicyConfig
 from skyrl_train.testing import tiny_model_path
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers import PolicyWorker
@@ -57,16 +58,18 @@ def batch() -> TrainingInputBatch:
     return _make_batch()
 
 
-def policy_config(path: str, *, lora_rank: int = 0, lr: float = 1e-3, **optimizer) -> dict:
-    """A ``trainer.policy``-shaped dict: AdamW with constant LR, no weight decay or clipping unless overridden."""
+def policy_config(path: str, *, lora_rank: int = 0, lr: float = 1e-3, **optimizer) -> PolicyConfig:
+    """``trainer.policy`` for ``path``: AdamW with constant LR, no weight decay or clipping unless overridden."""
     optimizer_config = {"lr": lr, "weight_decay": 0.0, "max_grad_norm": 0.0, "scheduler": "constant", **optimizer}
-    lora = {"rank": lora_rank, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"}
-    return {"model": {"path": path, "lora": lora}, "optimizer_config": optimizer_config}
+    return PolicyConfig(
+        model=ModelConfig(path=path, lora=LoraConfig(rank=lora_rank)),
+        optimizer_config=OptimizerConfig(**optimizer_config),
+    )
 
 
-def algorithm_config(**overrides) -> dict:
-    """A ``trainer.algorithm``-shaped dict: regular PPO loss, token_mean, no KL or entropy term."""
-    return {"policy_loss_type": "regular", "loss_reduction": "token_mean", "use_kl_loss": False, **overrides}
+def algorithm_config(**overrides) -> AlgorithmConfig:
+    """``trainer.algorithm`` with the schema defaults (regular PPO loss, token_mean) but no KL or entropy term."""
+    return AlgorithmConfig(**{"use_kl_loss": False, **overrides})
 
 
 @pytest.fixture

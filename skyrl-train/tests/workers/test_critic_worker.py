@@ -5,16 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
+from skyrl_train.config.schema import AlgorithmConfig, CriticConfig, LoraConfig, ModelConfig, OptimizerConfig
 from skyrl_train.workers import CriticWorker
 
 
 @pytest.fixture
 def critic(model_path):
-    config = {
-        "model": {"path": model_path, "lora": {"rank": 0}},
-        "optimizer_config": {"lr": 1e-2, "weight_decay": 0.0, "max_grad_norm": 1.0, "scheduler": "constant"},
-    }
-    return CriticWorker(config, {"value_clip": 0.2, "value_head_prefix": "score"})
+    config = CriticConfig(
+        model=ModelConfig(path=model_path),
+        optimizer_config=OptimizerConfig(lr=1e-2, weight_decay=0.0, max_grad_norm=1.0, scheduler="constant"),
+    )
+    return CriticWorker(config, AlgorithmConfig(value_clip=0.2, value_head_prefix="score"))
 
 
 def test_values_have_the_response_shape_and_are_zero_on_padding(critic, batch):
@@ -42,14 +43,16 @@ def test_critic_step_reduces_the_critic_loss(critic, batch):
 def test_critic_checkpoint_restores_the_value_head(critic, batch, model_path, tmp_path):
     torch.nn.init.constant_(critic.model.score.bias, 0.25)
     critic.save_checkpoint(tmp_path)
-    fresh = CriticWorker({"model": {"path": model_path}}, {"value_head_prefix": "score"})
+    fresh = CriticWorker(CriticConfig(model=ModelConfig(path=model_path)), AlgorithmConfig(value_head_prefix="score"))
     fresh.load_checkpoint(tmp_path)
     assert torch.equal(fresh.compute_values(batch, 4), critic.compute_values(batch, 4))
 
 
 def test_lora_critic_trains_the_adapter_and_the_value_head_only(model_path):
-    config = {"model": {"path": model_path, "lora": {"rank": 4}}, "optimizer_config": {"lr": 1e-2}}
-    critic = CriticWorker(config, {"value_head_prefix": "value_head"})
+    config = CriticConfig(
+        model=ModelConfig(path=model_path, lora=LoraConfig(rank=4)), optimizer_config=OptimizerConfig(lr=1e-2)
+    )
+    critic = CriticWorker(config, AlgorithmConfig(value_head_prefix="value_head"))
     trainable = {name for name, p in critic.model.named_parameters() if p.requires_grad}
     assert {"value_head.weight", "value_head.bias"} <= trainable
     assert all("lora_" in name for name in trainable - {"value_head.weight", "value_head.bias"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from skyrl_train.config.schema import RefConfig, RefModelConfig
 from skyrl_train.workers import RefWorker
 
 
@@ -22,7 +23,7 @@ def test_lora_trains_only_adapter_weights(build_policy, batch, on_policy):
 def test_fresh_adapter_gives_policy_logprobs_equal_to_ref(build_policy, batch):
     torch.manual_seed(0)
     worker = build_policy(lora_rank=4)
-    ref = RefWorker.for_policy(worker, {"model": {"path": None}})
+    ref = RefWorker.for_policy(worker, RefConfig(model=RefModelConfig(path=None)))
     policy_logprobs = worker.compute_logprobs(batch, micro_batch_size=4)
     assert torch.equal(policy_logprobs, ref.compute_logprobs(batch, micro_batch_size=4))
 
@@ -30,7 +31,7 @@ def test_fresh_adapter_gives_policy_logprobs_equal_to_ref(build_policy, batch):
 def test_ref_with_adapter_disabled_equals_the_base_model_after_training(build_policy, batch, on_policy, model_path):
     torch.manual_seed(0)
     worker = build_policy(lora_rank=4, temperature=0.8)
-    ref = RefWorker.for_policy(worker, {"model": {"path": model_path}})
+    ref = RefWorker.for_policy(worker, RefConfig(model=RefModelConfig(path=model_path)))
     assert ref.model is worker.model  # no second copy
     on_policy(worker, batch)
     batch["advantages"][0] = 1.0
@@ -42,7 +43,7 @@ def test_ref_with_adapter_disabled_equals_the_base_model_after_training(build_po
 
 def test_full_fine_tuning_gets_a_separate_frozen_ref(build_policy, batch, on_policy):
     worker = build_policy()
-    ref = RefWorker.for_policy(worker, {"model": {"path": worker.model_path}})
+    ref = RefWorker.for_policy(worker, RefConfig(model=RefModelConfig(path=worker.model_path)))
     assert ref.model is not worker.model
     assert not any(p.requires_grad for p in ref.model.parameters())
     before = ref.compute_logprobs(batch, micro_batch_size=4)

@@ -7,6 +7,9 @@ import math
 import pytest
 import torch
 
+from skyrl_train.algorithms import PolicyLossRegistry
+from skyrl_train.config.schema import AlgorithmConfig
+
 
 def _params(worker):
     return {name: p.detach().clone() for name, p in worker.model.named_parameters()}
@@ -245,3 +248,20 @@ def test_a_batch_without_old_logprobs_needs_a_single_optimizer_step(build_policy
         ValueError, match="only valid for a single optimizer step; got update_epochs=1, mini_batch_size=2"
     ):
         worker.ppo_train(batch, mini_batch_size=2, micro_batch_size=2)
+
+
+def test_a_custom_registered_policy_loss_receives_the_algorithm_config(build_policy, batch, on_policy):
+    received = []
+
+    def surrogate(log_probs, old_log_probs, advantages, config, loss_mask=None, rollout_logprobs=None):
+        received.append(config)
+        return -advantages * log_probs * loss_mask, {}
+
+    PolicyLossRegistry.register("test_surrogate", surrogate)
+    try:
+        worker = build_policy(policy_loss_type="test_surrogate", eps_clip_high=0.28)
+        worker.ppo_train(on_policy(worker, batch), mini_batch_size=4, micro_batch_size=2)
+    finally:
+        PolicyLossRegistry.unregister("test_surrogate")
+    assert len(received) == 2 and all(config is worker.algorithm_config for config in received)  # per micro-batch
+    assert isinstance(received[0], AlgorithmConfig) and received[0].eps_clip_high == 0.28
