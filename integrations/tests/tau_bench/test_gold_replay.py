@@ -1,0 +1,61 @@
+"""Acceptance: replaying a task's gold actions through `TauBenchEnv` (as tool-call messages read by the project's
+parser) gives full DB reward, on every retail and airline task; one wrong write gives 0."""
+
+from __future__ import annotations
+
+import pytest
+
+from skyrl_integrations.tau_bench.domains import get_domain
+
+FAST_TASKS = [("retail", "0"), ("retail", "10"), ("retail", "41"), ("airline", "7"), ("airline", "13")]
+"""A handful per domain for the default suite: an exchange, two transfers, a multi-write, a flight change."""
+
+
+def _all_tasks() -> list[tuple[str, str]]:
+    return [(domain, task_id) for domain in ("retail", "airline") for task_id in get_domain(domain).tasks]
+
+
+def _check_gold_replay(make_env, gold, replay, domain: str, task_id: str) -> None:
+    env = make_env(domain, task_id)
+    closing = "Done. " + " ".join(env.ground_truth.communicate_info)
+    out = replay(env, gold(domain, task_id), closing)
+    assert out["done"] is True
+    assert out["metadata"]["done_reason"] in ("user_stop", "transfer")
+    assert out["metadata"]["reward_components"] == {"DB": 1.0, "COMMUNICATE": 1.0}
+    assert (out["reward"], env.get_metrics()["success"]) == (1.0, 1)
+    metrics = env.get_metrics()
+    assert [key for key, value in metrics.items() if key.startswith("parse_failures_") and value] == []
+
+
+@pytest.mark.parametrize(("domain", "task_id"), FAST_TASKS)
+def test_gold_replay_gets_full_reward(make_env, gold, replay, domain, task_id):
+    _check_gold_replay(make_env, gold, replay, domain, task_id)
+
+
+@pytest.mark.slow
+def test_gold_replay_gets_full_reward_on_every_retail_and_airline_task(make_env, gold, replay):
+    tasks = _all_tasks()
+    assert len(tasks) == 114 + 50
+    for domain, task_id in tasks:
+        _check_gold_replay(make_env, gold, replay, domain, task_id)
+
+
+@pytest.mark.parametrize(
+    ("domain", "task_id", "index", "right", "wrong"),
+    [
+        # modify_pending_order_items of an order paid with PayPal, charged to the user's credit card instead
+        ("retail", "41", 9, {"payment_method_id": "paypal_4768213"}, {"payment_method_id": "credit_card_9503061"}),
+        # update_reservation_flights of XEHM4B paid with the user's other credit card
+        ("airline", "7", 2, {"payment_id": "credit_card_2408938"}, {"payment_id": "credit_card_4303738"}),
+    ],
+)
+def test_one_wrong_write_gets_zero_db_reward(make_env, gold, replay, domain, task_id, index, right, wrong):
+    actions = gold(domain, task_id)
+    assert {k: actions[index]["arguments"][k] for k in right} == right
+    actions[index] = {"name": actions[index]["name"], "arguments": {**actions[index]["arguments"], **wrong}}
+    env = make_env(domain, task_id)
+    out = replay(env, actions, "Done. " + " ".join(env.ground_truth.communicate_info))
+    assert out["metadata"]["done_reason"] == "user_stop"
+    assert env.get_metrics()["tool_errors"] == 0  # the wrong write went through: it changed the DB differently
+    assert (out["reward"], out["metadata"]["reward_components"]["DB"]) == (0.0, 0.0)
+    assert env.get_metrics()["failed_db"] == 1
