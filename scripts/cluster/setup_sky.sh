@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Create .venv/sky: the SkyPilot client (tasks/requirements-sky.txt) in a venv of its own, apart from the training
+# venv whose click/uvicorn versions skypilot's pins would downgrade. Idempotent: returns at once when up to date.
+#
+#   bash scripts/cluster/setup_sky.sh && .venv/sky/bin/sky launch tasks/gsm8k.yaml
+#
+#   SKYRL_PYTHON   interpreter used to create the venv (default: python3.11, else python3).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+venv="$repo_root/.venv/sky"
+requirements="$repo_root/tasks/requirements-sky.txt"
+stamp_file="$venv/.skyrl-sky-stamp"
+wanted="$(cat "${BASH_SOURCE[0]}" "$requirements" | sha256sum | cut -d' ' -f1)"
+if [[ -x "$venv/bin/python" && -f "$stamp_file" && "$(cat "$stamp_file")" == "$wanted" ]]; then
+    exit 0
+fi
+
+python_bin="${SKYRL_PYTHON:-}"
+if [[ -z "$python_bin" ]]; then
+    if command -v python3.11 >/dev/null 2>&1; then python_bin=python3.11; else python_bin=python3; fi
+fi
+echo "setup_sky: installing the SkyPilot client into $venv (about a minute)" >&2
+[[ -x "$venv/bin/python" ]] || "$python_bin" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+echo "$wanted" >"$stamp_file"
