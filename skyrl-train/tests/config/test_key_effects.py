@@ -3,9 +3,15 @@ non-default values, on the tiny model, and checks the value changed what the par
 
 from __future__ import annotations
 
+import asyncio
+import json
+import urllib.request
+
 import pytest
 import torch
 
+from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
+from skyrl_train.config import load_config
 from skyrl_train.config.schema import (
     AlgorithmConfig,
     CriticConfig,
@@ -16,6 +22,10 @@ from skyrl_train.config.schema import (
     RefConfig,
     RefModelConfig,
 )
+from skyrl_train.entrypoints.main_base import BasePPOExp
+from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
+from skyrl_train.inference_engines.base import SamplingParams
+from skyrl_train.models import load_tokenizer
 from skyrl_train.testing import tiny_model_path
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
@@ -92,3 +102,196 @@ def test_model_config_kwargs_are_set_on_the_loaded_model_config(tiny, role):
     else:
         model = build(role, tiny, model_config_kwargs=kwargs).model
     assert model.config.attention_dropout == 0.125
+
+
+# ------------------------------------------------------------------------------ the run's parts, from the config
+
+
+def experiment(tiny: str, tmp_path, *overrides: str) -> BasePPOExp:
+    return BasePPOExp(
+        load_config(
+            [
+                f"trainer.policy.model.path={tiny}",
+                "trainer.bf16=false",
+                "trainer.gradient_checkpointing=false",
+                f"trainer.ckpt_path={tmp_path / 'ckpts'}",
+                f"trainer.export_path={tmp_path / 'exports'}",
+                *overrides,
+            ]
+        )
+    )
+
+
+def test_bf16_critic_path_and_ref_path_decide_the_workers(tiny, tmp_path):
+    other = tiny_model_path(seed=1)
+    policy, ref, critic = experiment(
+        tiny, tmp_path, "trainer.bf16=true", f"trainer.critic.model.path={tiny}", f"trainer.ref.model.path={other}"
+    ).get_workers(10)
+    assert next(policy.model.parameters()).dtype == torch.bfloat16
+    assert isinstance(critic, CriticWorker) and next(critic.model.parameters()).dtype == torch.bfloat16
+    ref_weights = dict(ref.model.named_parameters())
+    policy_weights = dict(policy.model.named_parameters())
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(ref_weights[name], policy_weights[name])  # seed 1's weights, not the policy's
+    _, no_ref, no_critic = experiment(tiny, tmp_path, "trainer.algorithm.use_kl_loss=false").get_workers(10)
+    assert (no_ref, no_critic) == (None, None)
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_prefix_caching_and_max_num_seqs_configure_the_engine(tiny, tmp_path, caching):
+    exp = experiment(tiny, tmp_path, f"generator.enable_prefix_caching={caching}", "generator.max_num_seqs=2")
+    policy, _, _ = exp.get_workers(10)
+    engine = exp.get_inference_engine(policy, exp.get_tokenizer())
+    params = SamplingParams(temperature=0.0, max_generate_length=2)
+
+    async def generate_twice():
+        await engine.wake_up()
+        for _ in range(2):  # the same five prompts twice: the second time their prefixes are cached
+            await engine.generate(
+                {"prompt_token_ids": [[5, 6, 7, 8, 9, 10, i] for i in range(5)], "sampling_params": params}
+            )
+        await engine.teardown()
+
+    asyncio.run(generate_twice())
+    stats = engine.stats
+    assert stats.max_batch_size == 2  # five requests, at most two decoded together
+    assert (stats.cached_prompt_tokens > 0) == caching
+
+
+def test_http_endpoint_host_is_where_the_endpoint_listens(tiny, tmp_path):
+    exp = experiment(
+        tiny,
+        tmp_path,
+        "generator.enable_http_endpoint=true",
+        "generator.http_endpoint_host=127.0.0.2",
+        "generator.http_endpoint_port=0",
+    )
+    policy, _, _ = exp.get_workers(10)
+    tokenizer = exp.get_tokenizer()
+    endpoint = exp.get_http_endpoint(exp.get_inference_engine(policy, tokenizer), tokenizer)
+    endpoint.start()
+    try:
+        assert endpoint.url.startswith("http://127.0.0.2:")
+        with urllib.request.urlopen(endpoint.url + "/v1/models", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        endpoint.stop()
+
+
+def test_a_two_step_run_follows_the_loop_batch_eval_dump_and_checkpoint_keys(tiny, tmp_path):
+    splits = generate_dataset(train_size=2, val_size=2, seed=3, few_shot=2)
+    for row in splits["train"] + splits["validation"]:
+        row["env_class"] = None  # rows without an env class take environment.env_class
+    write_dataset(splits, tmp_path / "data")
+    exp = experiment(
+        tiny,
+        tmp_path,
+        f"data.train_data=[{tmp_path / 'data' / 'train.parquet'}]",
+        f"data.val_data=[{tmp_path / 'data' / 'validation.parquet'}]",
+        "environment.env_class=gsm8k_multi_turn",
+        "trainer.max_prompt_length=1024",
+        "trainer.epochs=2",  # 2 prompts, 2 per batch: one step per epoch
+        "trainer.train_batch_size=2",
+        "trainer.policy_mini_batch_size=1",
+        "trainer.critic_mini_batch_size=1",
+        "trainer.micro_train_batch_size_per_gpu=2",
+        "trainer.micro_forward_batch_size_per_gpu=3",
+        "trainer.update_epochs_per_batch=2",
+        f"trainer.critic.model.path={tiny}",
+        "trainer.algorithm.advantage_estimator=gae",
+        "trainer.algorithm.use_kl_loss=false",
+        "trainer.algorithm.use_kl_in_reward=true",
+        "generator.n_samples_per_prompt=2",
+        "generator.sampling_params.max_generate_length=4",
+        "trainer.eval_interval=1",
+        "trainer.eval_before_train=false",
+        "trainer.eval_batch_size=1",
+        "generator.eval_n_samples_per_prompt=3",
+        "generator.eval_sampling_params.max_generate_length=3",
+        "generator.eval_sampling_params.temperature=0.5",
+        "generator.eval_sampling_params.top_k=7",
+        "generator.eval_sampling_params.top_p=0.9",
+        "generator.eval_sampling_params.min_p=0.01",
+        "generator.eval_sampling_params.repetition_penalty=1.1",
+        "generator.eval_sampling_params.seed=11",
+        "generator.eval_sampling_params.logprobs=null",
+        "generator.eval_sampling_params.stop=['####']",
+        "trainer.dump_data_batch=true",
+        "trainer.dump_eval_results=false",
+        "trainer.ckpt_interval=1",
+        "trainer.hf_save_interval=2",
+        "trainer.logger=jsonl",
+    )
+    calls: list[tuple] = []
+
+    class Recorded(type(exp)):
+        def get_generator(self, engine, tokenizer):
+            generator = super().get_generator(engine, tokenizer)
+            generate = generator.generate
+
+            async def recorded(generator_input):
+                phase = generator_input["batch_metadata"].training_phase
+                calls.append(("generate", phase, len(generator_input["prompts"]), generator_input["sampling_params"]))
+                calls.append(("env_classes", set(generator_input["env_classes"])))
+                return await generate(generator_input)
+
+            generator.generate = recorded
+            return generator
+
+        def get_workers(self, num_training_steps):
+            policy, ref, critic = super().get_workers(num_training_steps)
+            for name, worker in (("policy", policy), ("critic", critic)):
+                ppo_train = worker.ppo_train
+
+                def recorded_train(batch, mini, micro, epochs, name=name, ppo_train=ppo_train):
+                    calls.append((f"{name}.ppo_train", mini, micro, epochs))
+                    return ppo_train(batch, mini, micro, epochs)
+
+                worker.ppo_train = recorded_train
+            compute_logprobs = policy.compute_logprobs
+
+            def recorded_logprobs(batch, micro):
+                calls.append(("policy.compute_logprobs", micro))
+                return compute_logprobs(batch, micro)
+
+            policy.compute_logprobs = recorded_logprobs
+            return policy, ref, critic
+
+    Recorded(exp.cfg).run()
+    eval_params = exp.cfg.generator.eval_sampling_params
+    assert eval_params.logprobs is None and eval_params.stop == ["####"] and eval_params.seed == 11
+    step = [
+        ("generate", "train", 4, exp.cfg.generator.sampling_params),  # 2 prompts x n_samples_per_prompt
+        ("env_classes", {"gsm8k_multi_turn"}),
+        ("policy.compute_logprobs", 3),  # two mini-batches: old logprobs come from a separate forward pass
+        ("critic.ppo_train", 2, 2, 2),  # mini-batch rows = critic_mini_batch_size x n; micro; epochs
+        ("policy.ppo_train", 2, 2, 2),
+        *[("generate", "eval", 3, eval_params), ("env_classes", {"gsm8k_multi_turn"})] * 2,  # 1 prompt x 3 each
+    ]
+    assert calls == step * 2  # epochs=2
+    exports, ckpts = tmp_path / "exports", tmp_path / "ckpts"
+    dumped = sorted(p.name for p in (exports / "dumped_data").iterdir())
+    assert dumped == ["global_step_1_training_input.pkl", "global_step_2_training_input.pkl"]
+    assert not (exports / "dumped_evals").exists()
+    assert {p.name for p in ckpts.glob("global_step_*")} == {"global_step_1", "global_step_2"}
+    assert [p.parent.name for p in exports.glob("global_step_*/policy")] == ["global_step_2"]
+    logged = [json.loads(line) for line in (exports / "metrics.jsonl").read_text().splitlines()]
+    assert [row["loss/kl_loss_coef"] for row in logged if "loss/kl_loss_coef" in row] == [0.001, 0.001]
+
+
+_THINKING_TEMPLATE = (
+    "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% if think %}<think>{% endif %}{%- endif %}"
+)
+
+
+def test_chat_template_kwargs_reach_the_generators_chat_template(tiny):
+    tokenizer = load_tokenizer(tiny)
+    tokenizer.chat_template = _THINKING_TEMPLATE
+    prompts = {}
+    for overrides in ([], ["+generator.chat_template_kwargs.think=true"]):
+        cfg = load_config(overrides)
+        generator = SkyRLGymGenerator(cfg.generator, cfg.environment.skyrl_gym, None, tokenizer)
+        prompts[bool(overrides)] = generator.generation_prompt_ids
+    assert tokenizer.decode(prompts[False]) == "<|im_start|>assistant\n"
+    assert tokenizer.decode(prompts[True]) == "<|im_start|>assistant\n<think>"
