@@ -2,7 +2,9 @@
 
 Metric names follow upstream: `eval/<data_source>/{avg_score, pass_at_<n>, mean_positive_reward}`, the same
 under `eval/all/`, and the rollout metrics under `eval/all/generate/...`. `avg_score` is the mean trajectory
-return (the same definition as training's `reward/avg_raw_reward`, from `skyrl_train.metrics`).
+return (the same definition as training's `reward/avg_raw_reward`, from `skyrl_train.metrics`). Every figure is
+over all trajectories: one that ended in an infrastructure failure is not solved and scores 0, and
+`eval/<data_source>/infra_failure_rate` says how many did. In step-wise mode a trajectory counts once.
 
 Dumps (upstream layout): `<export_path>/dumped_evals/global_step_<N>_evals/<data_source>.jsonl`, one row per
 trajectory (per turn in step-wise mode), and `aggregated_results.jsonl` with the metrics. A row has upstream's
@@ -37,7 +39,7 @@ from skyrl_train.generators.utils import get_rollout_metrics
 from skyrl_train.metrics import sanitize_metric_key
 from skyrl_train.storage.secrets import scrub_secret_values, secret_env_values
 from skyrl_train.tracking import redact_secrets
-from skyrl_train.trainer_utils import output_uids, prepare_generator_input, reward_metrics
+from skyrl_train.trainer_utils import Rollouts, prepare_generator_input, reward_metrics, row_input_indices
 from skyrl_train.utils.fs import atomic_write_text
 
 _EVAL_NAMES = {"avg_raw_reward": "avg_score"}
@@ -50,23 +52,12 @@ def _eval_metric_name(key: str) -> str:
     return f"eval/{source or 'all'}/{name}"
 
 
-def concatenate_outputs(outputs: list[GeneratorOutput]) -> GeneratorOutput:
-    """Row-wise concatenation of generator outputs (per-batch rollout metrics are dropped)."""
-    merged: dict[str, Any] = {}
-    for key in outputs[0]:
-        if key == "rollout_metrics":
-            continue
-        values = [out.get(key) for out in outputs]
-        merged[key] = None if any(v is None for v in values) else [row for v in values for row in v]
-    return GeneratorOutput(**merged)
-
-
 async def evaluate(
     eval_loader, generator: GeneratorInterface, cfg, global_step: int | None, tokenizer, dump_dir: Path | None
 ) -> dict[str, float]:
     """Run the eval set once; returns the `eval/*` metrics and (if `dump_dir`) writes the dumps there."""
     n = cfg.generator.eval_n_samples_per_prompt
-    outputs, uids, env_classes, env_extras = [], [], [], []
+    parts, env_classes, env_extras = [], [], []
     for batch in eval_loader:
         generator_input, batch_uids = prepare_generator_input(
             batch,
@@ -77,15 +68,15 @@ async def evaluate(
             global_step,
         )
         output = await generator.generate(generator_input)
-        outputs.append(output)
-        uids += output_uids(output, batch_uids)
-        env_classes += generator_input["env_classes"]
-        env_extras += generator_input["env_extras"]
-    output = concatenate_outputs(outputs)
-    data_sources = [extras.get("data_source") for extras in env_extras]
+        parts.append(Rollouts.from_generation(generator_input, batch_uids, output))
+        rows = row_input_indices(output)
+        env_classes += [generator_input["env_classes"][i] for i in rows]
+        env_extras += [generator_input["env_extras"][i] for i in rows]
+    rollouts = Rollouts.concatenate(parts)
+    output = rollouts.output
     metrics = {
         _eval_metric_name(key): value
-        for key, value in reward_metrics(output, uids, data_sources, n).items()
+        for key, value in reward_metrics(rollouts, n).items()
         if key.rpartition("/")[2] not in _DROPPED
     }
     rollout = get_rollout_metrics(
@@ -93,7 +84,7 @@ async def evaluate(
     )
     metrics.update({f"eval/all/{key}": value for key, value in rollout.items()})
     if dump_dir is not None:
-        dump_eval_results(dump_dir, output, env_classes, env_extras, data_sources, tokenizer, metrics)
+        dump_eval_results(dump_dir, output, env_classes, env_extras, rollouts.data_sources, tokenizer, metrics)
     return metrics
 
 

@@ -1,16 +1,24 @@
 """`PPOTrainer`: the training loop, in upstream's order.
 
-Per step: generate -> rewards and reward metrics -> training batch (infrastructure failures out of the
-baseline) -> ref / old logprobs (and values) -> optional KL-in-reward -> advantages -> critic then policy
-updates on contiguous mini-batches -> checkpoint -> weight sync -> eval -> log. Steps are 1-based; an eval
-before training is logged at step 0. Every step's metrics are flushed to every tracker before the next
-step starts, so a crash never loses the metrics of completed steps.
+Per step: generate -> reward metrics and the infrastructure-failure check -> optional dynamic sampling (more
+prompt batches until the training batch is full) -> training batch (infrastructure failures out of the
+baseline) -> ref / old logprobs (and values) -> optional KL-in-reward -> advantages (broadcast over the turns of
+a trajectory in step-wise mode; optional batch normalisation) -> critic then policy updates on contiguous
+mini-batches -> checkpoint -> weight sync -> eval -> log. Steps are 1-based; an eval before training is logged
+at step 0. Every step's metrics are flushed to every tracker before the next step starts, so a crash never
+loses the metrics of completed steps.
+
+A generation batch in which more than `trainer.max_infra_failure_ratio` of the trajectories ended in an
+infrastructure failure stops the run (`InfraFailureError`, with the count per stop reason and a sample error):
+training on what is left would learn from a broken setup, not from the task.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections import Counter
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,22 +28,37 @@ import torch
 from skyrl_train.algorithms import (
     apply_kl_penalty,
     compute_advantages_and_returns,
+    compute_step_wise_advantages,
     get_kl_controller,
+    normalize_advantages_over_batch,
+    trajectory_index,
 )
-from skyrl_train.checkpoints import CheckpointManager, S3CheckpointSink, step_dir_name
+from skyrl_train.checkpoints import CheckpointManager, step_dir_name
 from skyrl_train.config import to_dict
 from skyrl_train.dataset import PromptDataLoader
+from skyrl_train.dynamic_sampling import DynamicSampler
 from skyrl_train.evaluate import evaluate
 from skyrl_train.generators.base import GeneratorInterface
+from skyrl_train.generators.utils import INFRA_ERROR_KEY
 from skyrl_train.inference_engines.base import InferenceEngineInterface
-from skyrl_train.storage import BackgroundUploader, S3Settings, queue_eval_dump_upload
+from skyrl_train.storage import EvalDumpUploader
 from skyrl_train.tracking import Tracking, step_progress
-from skyrl_train.trainer_utils import build_training_batch, output_uids, prepare_generator_input, reward_metrics
+from skyrl_train.trainer_utils import (
+    Rollouts,
+    build_training_batch,
+    prepare_generator_input,
+    reward_metrics,
+    row_input_indices,
+)
 
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE_FILE = "trainer_state.pt"
 DATA_STATE_FILE = "data.pt"
+
+
+class InfraFailureError(RuntimeError):
+    """Too many trajectories of one generation batch ended in infrastructure failures to go on training."""
 
 
 class PPOTrainer:
@@ -45,7 +68,9 @@ class PPOTrainer:
     `CriticWorker` interface; `sync_weights` is called after each update (a no-op when the engine shares the
     policy's module, as the colocated `hf` engine does). With `inference_engine` given, every generation phase
     (training rollouts, eval) runs between its `wake_up()` and `sleep()`, so the engine releases its memory and
-    drops prefix KV computed with weights that are about to change.
+    drops prefix KV computed with weights that are about to change. `checkpoints` saves and resumes (with its
+    sink, e.g. S3; default: local folders under `trainer.ckpt_path`) and `eval_dumps` uploads eval dumps
+    (`BasePPOExp.get_checkpoint_manager` / `get_eval_dump_uploader` build both from the config).
     """
 
     def __init__(
@@ -61,12 +86,9 @@ class PPOTrainer:
         critic=None,
         sync_weights=None,
         inference_engine: InferenceEngineInterface | None = None,
+        checkpoints: CheckpointManager | None = None,
+        eval_dumps: EvalDumpUploader | None = None,
     ):
-        if cfg.generator.step_wise_trajectories:
-            raise NotImplementedError(
-                "generator.step_wise_trajectories=true: the generator emits per-turn rows, but the trainer's "
-                "advantage broadcast across the turns of a trajectory is not implemented yet"
-            )
         self.cfg = cfg
         self.tracker = tracker
         self.tokenizer = tokenizer
@@ -77,38 +99,25 @@ class PPOTrainer:
         self.sync_weights = sync_weights or (lambda: None)
         self.inference_engine = inference_engine
         t = cfg.trainer
-        self.s3 = S3Settings.from_trainer_config(t)
-        self.uploader: BackgroundUploader | None = None
-        self.eval_store = sink = None
-        if self.s3 is not None:
-            logger.info("S3 on: %s", self.s3.describe())
-            if t.max_ckpts_to_keep != -1:
-                logger.warning("trainer.max_ckpts_to_keep is not used with S3 on: trainer.s3.keep_local rotates")
-            self.uploader = BackgroundUploader(self.s3.flush_timeout_seconds)
-            sink = S3CheckpointSink.from_settings(self.s3, self.uploader)
-            self.eval_store = self.s3.store(self.s3.eval_bucket)
-        self.checkpoints = CheckpointManager(t.ckpt_path, t.max_ckpts_to_keep, t.ckpt_interval, sink=sink)
+        self.checkpoints = checkpoints or CheckpointManager(t.ckpt_path, t.max_ckpts_to_keep, t.ckpt_interval)
+        self.eval_dumps = eval_dumps
         self.export_path = Path(t.export_path).expanduser()
         self.total_steps = len(train_loader) * t.epochs
         self.global_step = 0
         self.kl_controller = get_kl_controller(t.algorithm) if t.algorithm.use_kl_in_reward else None
+        sampling = t.algorithm.dynamic_sampling
+        self.dynamic_sampler = (
+            DynamicSampler(sampling, t.train_batch_size, t.seed) if sampling.type is not None else None
+        )
 
     # ------------------------------------------------------------------------------------------ loop
 
     async def train(self) -> None:
-        """Resume, train every step, save and export; pending S3 uploads are flushed however it ends."""
-        if self.uploader is not None:
-            self.uploader.install_exit_handlers()
+        """Resume, train every step, save and export; the checkpoint sink is closed however it ends."""
         try:
             await self._train()
         finally:
-            self.close()
-
-    def close(self) -> None:
-        """Wait (bounded by trainer.s3.flush_timeout_seconds) for pending uploads, then report what failed."""
-        if self.uploader is not None:
-            self.uploader.close()
-        self.checkpoints.sink.close()
+            self.checkpoints.sink.close()
 
     async def _train(self) -> None:
         t = self.cfg.trainer
@@ -120,24 +129,41 @@ class PPOTrainer:
 
         start_epoch = self.global_step // len(self.train_loader)
         progress = step_progress(self.total_steps, initial=self.global_step, desc="train")
+        metrics: dict[str, Any] = {}
         for epoch in range(start_epoch, t.epochs):
             for batch in self.train_loader:
+                rollouts = await self.generate(batch, metrics)
+                if self.dynamic_sampler is not None:
+                    rollouts = self.dynamic_sampler.add(rollouts)
+                    if rollouts is None:
+                        continue
+                    metrics.update(self.dynamic_sampler.metrics())
                 self.global_step += 1
-                metrics = {"trainer/epoch": epoch, "trainer/global_step": self.global_step}
+                metrics.update({"trainer/epoch": epoch, "trainer/global_step": self.global_step})
                 with self._timer("step", metrics):
-                    await self._step_and_bookkeeping(batch, metrics)
+                    await self._step_and_bookkeeping(rollouts, metrics)
                 self.tracker.log(metrics, step=self.global_step)
+                metrics = {}
                 progress.update(1)
         progress.close()
         if t.ckpt_interval > 0 and self.global_step % t.ckpt_interval != 0:
             self.save_checkpoint()
+        if self._final_eval_missed():
+            self.tracker.log(await self.eval(), step=self.global_step)
         self.export_hf()
 
-    async def _step_and_bookkeeping(self, batch: dict[str, list], metrics: dict[str, Any]) -> None:
+    def _final_eval_missed(self) -> bool:
+        """With dynamic sampling the last step comes before `total_steps` (prompt batches are drawn without a
+        step), so the eval that `eval_interval` schedules at the last step is run after the loop instead."""
+        t = self.cfg.trainer
+        at_last_step = self.global_step % t.eval_interval == 0 or self.global_step == self.total_steps
+        return self.eval_loader is not None and t.eval_interval > 0 and self.global_step > 0 and not at_last_step
+
+    async def _step_and_bookkeeping(self, rollouts: Rollouts, metrics: dict[str, Any]) -> None:
         """One training step, then checkpoint / HF export / weight sync / eval as their intervals say."""
         t = self.cfg.trainer
         step = self.global_step
-        metrics.update(await self.train_step(batch))
+        metrics.update(await self.train_step(rollouts))
         if t.ckpt_interval > 0 and step % t.ckpt_interval == 0:
             with self._timer("save_checkpoints", metrics):
                 self.save_checkpoint()
@@ -151,80 +177,105 @@ class PPOTrainer:
             with self._timer("eval", metrics):
                 metrics.update(await self.eval())
 
-    async def train_step(self, batch: dict[str, list]) -> dict[str, Any]:
-        """Generate, score and learn from one batch of prompts; returns the step's metrics."""
-        cfg, algo = self.cfg, self.cfg.trainer.algorithm
+    async def generate(self, batch: dict[str, list], metrics: dict[str, Any]) -> Rollouts:
+        """Generate `n_samples_per_prompt` trajectories per prompt of `batch`; adds the timing, rollout and reward
+        metrics to `metrics` (with dynamic sampling, the reward metrics of the last batch drawn and the timing and
+        token counts of all of them).
+        Raises `InfraFailureError` when too many trajectories ended in infrastructure failures."""
+        cfg = self.cfg
         n = cfg.generator.n_samples_per_prompt
-        metrics: dict[str, Any] = {}
-        with self._timer("generate", metrics):
-            generator_input, uids = prepare_generator_input(
-                batch, n, cfg.generator.sampling_params, cfg.environment.env_class, "train", self.global_step
-            )
+        generator_input, uids = prepare_generator_input(
+            batch, n, cfg.generator.sampling_params, cfg.environment.env_class, "train", self.global_step + 1
+        )
+        with self._timer("generate", metrics, accumulate=True):
             async with self._generation_phase():
                 output = await self.generator.generate(generator_input)
+        rollouts = Rollouts.from_generation(generator_input, uids, output)
+        tokens = metrics.get("generate/rollout_tokens", 0) + sum(len(ids) for ids in output["response_ids"])
+        metrics["generate/rollout_tokens"] = tokens
+        metrics["generate/rollout_tokens_per_s"] = tokens / max(metrics["timing/generate"], 1e-9)
         metrics.update(output.get("rollout_metrics") or {})
-        uids = output_uids(output, uids)
-        data_sources = [extras.get("data_source") for extras in generator_input["env_extras"]]
-        metrics.update(_prefixed("reward", _train_reward_names(reward_metrics(output, uids, data_sources, n), n)))
+        metrics.update(_prefixed("reward", _train_reward_names(reward_metrics(rollouts, n), n)))
+        check_infra_failures(rollouts, generator_input["env_classes"], cfg.trainer.max_infra_failure_ratio)
+        return rollouts
 
+    async def train_step(self, rollouts: Rollouts) -> dict[str, Any]:
+        """Learn from one batch of generated trajectories; returns the step's metrics."""
+        cfg, algo = self.cfg, self.cfg.trainer.algorithm
+        metrics: dict[str, Any] = {}
         with self._timer("convert_to_training_input", metrics):
             training_batch, batch_metrics = build_training_batch(
-                output, uids, self.tokenizer.pad_token_id, algo.zero_variance_filter
+                rollouts, self.tokenizer.pad_token_id, algo.zero_variance_filter
             )
         metrics.update(batch_metrics)
         metrics["trainer/response_tokens"] = float(training_batch["response_mask"].sum())
 
+        rows = training_batch.batch_size
+        policy_rows = self._mini_batch_rows(cfg.trainer.policy_mini_batch_size, rows)
         micro_fwd = cfg.trainer.micro_forward_batch_size_per_gpu
         with self._timer("fwd_logprobs_values_reward", metrics):
             if self.critic is not None:
                 training_batch["values"] = self.critic.compute_values(training_batch, micro_fwd)
             if self.ref is not None:
                 training_batch["base_action_log_probs"] = self.ref.compute_logprobs(training_batch, micro_fwd)
-            if not self._single_policy_update(len(uids)):
+            if not self._single_policy_update(policy_rows, rows):
                 training_batch["action_log_probs"] = self.policy.compute_logprobs(training_batch, micro_fwd)
         if self.kl_controller is not None:
             metrics.update(self._apply_kl_in_reward(training_batch))
 
         with self._timer("compute_advantages_and_returns", metrics):
-            advantages, returns = compute_advantages_and_returns(
-                algo.advantage_estimator,
-                token_level_rewards=training_batch["rewards"],
-                response_mask=training_batch["response_mask"],
-                index=uids,
-                values=training_batch.get("values"),
-                gamma=algo.gamma,
-                lambd=algo.lambd,
-                grpo_norm_by_std=algo.grpo_norm_by_std,
-                baseline_mask=training_batch["baseline_mask"],
-            )
-            training_batch["advantages"], training_batch["returns"] = advantages, returns
+            training_batch["advantages"], training_batch["returns"] = self._advantages(training_batch, rollouts.uids)
         metrics.update(_advantage_metrics(training_batch))
         if cfg.trainer.dump_data_batch:
             dump_dir = self.export_path / "dumped_data"
             dump_dir.mkdir(parents=True, exist_ok=True)
             training_batch.save(dump_dir / f"global_step_{self.global_step}_training_input.pkl")
 
-        mini_rows = cfg.trainer.policy_mini_batch_size * n
         micro = cfg.trainer.micro_train_batch_size_per_gpu
         epochs = cfg.trainer.update_epochs_per_batch
         with self._timer("train_critic_and_policy", metrics):
             if self.critic is not None:
                 with self._timer("critic_train", metrics):
-                    critic_rows = cfg.trainer.critic_mini_batch_size * n
+                    critic_rows = self._mini_batch_rows(cfg.trainer.critic_mini_batch_size, rows)
                     metrics.update(self.critic.ppo_train(training_batch, critic_rows, micro, epochs))
             with self._timer("policy_train", metrics):
-                metrics.update(self.policy.ppo_train(training_batch, mini_rows, micro, epochs))
-        generate_seconds = metrics["timing/generate"]
-        metrics["generate/rollout_tokens_per_s"] = metrics["trainer/response_tokens"] / max(generate_seconds, 1e-9)
+                metrics.update(self.policy.ppo_train(training_batch, policy_rows, micro, epochs))
         return metrics
 
-    def _single_policy_update(self, rows: int) -> bool:
+    def _advantages(self, batch, uids: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        algo = self.cfg.trainer.algorithm
+        inputs = dict(
+            token_level_rewards=batch["rewards"],
+            response_mask=batch["response_mask"],
+            index=uids,
+            values=batch.get("values"),
+            gamma=algo.gamma,
+            lambd=algo.lambd,
+            grpo_norm_by_std=algo.grpo_norm_by_std,
+            baseline_mask=batch["baseline_mask"],
+        )
+        if batch.get("is_last_step") is not None:
+            advantages, returns = compute_step_wise_advantages(
+                algo.advantage_estimator, is_last_step=batch["is_last_step"], **inputs
+            )
+        else:
+            advantages, returns = compute_advantages_and_returns(algo.advantage_estimator, **inputs)
+        if algo.advantage_batch_normalize:
+            advantages = normalize_advantages_over_batch(advantages, batch["loss_mask"])
+        return advantages, returns
+
+    def _mini_batch_rows(self, mini_batch_size: int, rows: int) -> int:
+        """Rows per optimizer step: `mini_batch_size` prompts' worth of the batch. A batch holds
+        `train_batch_size x n_samples_per_prompt` rows, or more in step-wise mode (a row per turn), where the
+        batch still gets `train_batch_size / mini_batch_size` optimizer steps."""
+        return math.ceil(rows * mini_batch_size / self.cfg.trainer.train_batch_size)
+
+    def _single_policy_update(self, mini_batch_rows: int, rows: int) -> bool:
         """True when the batch gets exactly one optimizer step (one epoch, one mini-batch) and no KL-in-reward: the
         old logprobs then equal the update's own forward pass, so the policy worker takes them from it (detached)
         instead of a separate forward over the whole batch, which would cost as much as the update's forward."""
         t = self.cfg.trainer
-        mini_rows = t.policy_mini_batch_size * self.cfg.generator.n_samples_per_prompt
-        return t.update_epochs_per_batch == 1 and mini_rows >= rows and self.kl_controller is None
+        return t.update_epochs_per_batch == 1 and mini_batch_rows >= rows and self.kl_controller is None
 
     @asynccontextmanager
     async def _generation_phase(self):
@@ -246,8 +297,8 @@ class PPOTrainer:
             metrics = await evaluate(
                 self.eval_loader, self.generator, self.cfg, self.global_step, self.tokenizer, dump_dir
             )
-        if dump_dir is not None and self.s3 is not None:
-            queue_eval_dump_upload(self.uploader, self.eval_store, dump_dir, self.s3.eval_prefix(self.global_step))
+        if dump_dir is not None and self.eval_dumps is not None:
+            self.eval_dumps.upload(dump_dir, self.global_step)
         return metrics
 
     # ------------------------------------------------------------------------------------ checkpoints
@@ -306,12 +357,14 @@ class PPOTrainer:
         return {"loss/avg_kl": float(current_kl), "loss/kl_loss_coef": float(coef)}
 
     @contextmanager
-    def _timer(self, phase: str, metrics: dict[str, Any]):
+    def _timer(self, phase: str, metrics: dict[str, Any], accumulate: bool = False):
+        """Time the block into `timing/<phase>` (added to what is there with `accumulate`)."""
         start = time.perf_counter()
         try:
             yield
         finally:
-            metrics[f"timing/{phase}"] = time.perf_counter() - start
+            key = f"timing/{phase}"
+            metrics[key] = (metrics.get(key, 0.0) if accumulate else 0.0) + time.perf_counter() - start
 
 
 def _prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
@@ -326,7 +379,9 @@ def _train_reward_names(metrics: dict[str, float], n: int) -> dict[str, float]:
 def _advantage_metrics(batch) -> dict[str, float]:
     mask = batch["loss_mask"] > 0
     advantages = batch["advantages"][mask]
-    final_rewards = batch["rewards"].sum(dim=-1)
+    returns = batch["rewards"].sum(dim=-1)
+    last = batch.get("is_last_step")
+    final_rewards = returns if last is None else _trajectory_sums(returns, last)
     if advantages.numel() == 0:
         return {"loss/avg_final_rewards": final_rewards.mean().item()}
     return {
@@ -334,3 +389,27 @@ def _advantage_metrics(batch) -> dict[str, float]:
         "loss/avg_raw_advantages": advantages.mean().item(),
         "loss/avg_raw_advantages_abs": advantages.abs().mean().item(),
     }
+
+
+def _trajectory_sums(row_values: torch.Tensor, is_last_step: torch.Tensor) -> torch.Tensor:
+    trajectory = trajectory_index(is_last_step)
+    return torch.zeros(int(is_last_step.sum()), dtype=row_values.dtype).scatter_add(0, trajectory, row_values)
+
+
+def check_infra_failures(rollouts: Rollouts, env_classes: list[str], max_ratio: float) -> None:
+    """Raise `InfraFailureError` if more than `max_ratio` of the trajectories ended in infrastructure failures,
+    naming the count per stop reason and one failure's env, prompt and error."""
+    rows = rollouts.trajectory_rows()
+    failed_rows = [i for i, failed in zip(rows, (rollouts.infra_failed()[i] for i in rows), strict=True) if failed]
+    if not rows or len(failed_rows) / len(rows) <= max_ratio:
+        return
+    reasons = Counter(rollouts.output["stop_reasons"][i] for i in failed_rows)
+    sample = failed_rows[0]
+    trajectory = row_input_indices(rollouts.output)[sample]
+    error = (rollouts.output.get("env_metrics") or [{}] * rollouts.num_rows)[sample].get(INFRA_ERROR_KEY, "unknown")
+    raise InfraFailureError(
+        f"{len(failed_rows)} of {len(rows)} trajectories ended in infrastructure failures, more than "
+        f"trainer.max_infra_failure_ratio={max_ratio}: "
+        + ", ".join(f"{reason}: {count}" for reason, count in reasons.most_common())
+        + f". First failure (env {env_classes[trajectory]!r}, prompt uid {rollouts.uids[sample]}): {error}"
+    )

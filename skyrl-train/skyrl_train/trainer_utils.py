@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from skyrl_train.algorithms import compute_zero_variance_mask
+from skyrl_train.algorithms import compute_zero_variance_mask, trajectory_index
 from skyrl_train.dataset import convert_prompts_responses_to_batch_tensors
 from skyrl_train.generators.base import (
     BatchMetadata,
@@ -55,14 +56,87 @@ def prepare_generator_input(
     return generator_input, uids
 
 
-def output_uids(generator_output: GeneratorOutput, input_uids: list[str]) -> list[str]:
-    """Row uids of an output: the input's, or (step-wise, several rows per trajectory) from the trajectory ids."""
-    trajectory_ids = generator_output.get("trajectory_ids")
-    if len(generator_output["response_ids"]) == len(input_uids):
-        return input_uids
-    if trajectory_ids is None:
-        raise ValueError("the generator returned more rows than inputs without trajectory_ids")
-    return [tid.instance_id for tid in trajectory_ids]
+@dataclass
+class Rollouts:
+    """Generated trajectories of some prompts, with the per-row facts the trainer needs beside the output.
+
+    Rows are trajectories, or turns in step-wise mode (`output["is_last_step"]` marks each trajectory's last
+    row; a trajectory's rows are contiguous). `uids[i]` is the prompt uid of row i (the GRPO group) and
+    `data_sources[i]` its data source.
+    """
+
+    output: GeneratorOutput
+    uids: list[str]
+    data_sources: list[str | None]
+
+    @classmethod
+    def from_generation(
+        cls, generator_input: GeneratorInput, input_uids: list[str], output: GeneratorOutput
+    ) -> Rollouts:
+        """Align an output with its input: one row per input, or one per turn in step-wise mode."""
+        inputs = row_input_indices(output)
+        if len(set(inputs)) != len(input_uids):
+            raise ValueError(
+                f"the generator returned {len(set(inputs))} trajectories for {len(input_uids)} inputs "
+                "(a generator must keep one trajectory per input, in input order)"
+            )
+        extras = generator_input.get("env_extras") or [{} for _ in input_uids]
+        return cls(output, [input_uids[i] for i in inputs], [(extras[i] or {}).get("data_source") for i in inputs])
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.uids)
+
+    def trajectory_rows(self) -> list[int]:
+        return trajectory_rows(self.output)
+
+    def infra_failed(self) -> list[bool]:
+        """Per row: did its trajectory end in an infrastructure failure."""
+        return infra_failure_mask(self.output.get("stop_reasons"), self.num_rows)
+
+    def select(self, rows: Sequence[int], uids: Sequence[str] | None = None) -> Rollouts:
+        """The given rows, in that order (optionally under new uids: a copied group needs its own)."""
+        output = GeneratorOutput(**{key: _rows_of(value, rows) for key, value in self.output.items()})
+        new_uids = [self.uids[i] for i in rows] if uids is None else list(uids)
+        return Rollouts(output, new_uids, [self.data_sources[i] for i in rows])
+
+    @staticmethod
+    def concatenate(parts: Sequence[Rollouts]) -> Rollouts:
+        """Row-wise concatenation (per-batch rollout metrics are dropped)."""
+        return Rollouts(
+            concatenate_outputs([part.output for part in parts]),
+            [uid for part in parts for uid in part.uids],
+            [source for part in parts for source in part.data_sources],
+        )
+
+
+def _rows_of(value: Any, rows: Sequence[int]) -> Any:
+    if value is None or isinstance(value, dict):  # rollout_metrics describe the whole batch: not per row
+        return None
+    return [value[i] for i in rows]
+
+
+def concatenate_outputs(outputs: Sequence[GeneratorOutput]) -> GeneratorOutput:
+    """Row-wise concatenation of generator outputs (per-batch rollout metrics are dropped)."""
+    merged: dict[str, Any] = {}
+    for key in outputs[0]:
+        if key == "rollout_metrics":
+            continue
+        values = [out.get(key) for out in outputs]
+        merged[key] = None if any(v is None for v in values) else [row for v in values for row in v]
+    return GeneratorOutput(**merged)
+
+
+def row_input_indices(generator_output: GeneratorOutput) -> list[int]:
+    """For each output row, the index of the input (trajectory) it belongs to."""
+    last = generator_output.get("is_last_step")
+    if last is None:
+        return list(range(len(generator_output["response_ids"])))
+    indices, trajectory = [], 0
+    for is_last in last:
+        indices.append(trajectory)
+        trajectory += bool(is_last)
+    return indices
 
 
 def infra_failure_mask(stop_reasons: Sequence[str] | None, num_rows: int) -> list[bool]:
@@ -72,18 +146,16 @@ def infra_failure_mask(stop_reasons: Sequence[str] | None, num_rows: int) -> lis
     return [reason in TrajectoryStopReason.INFRA_FAILURES for reason in stop_reasons]
 
 
-def reward_metrics(
-    generator_output: GeneratorOutput, uids: list[str], data_sources: list[str | None], n_samples_per_prompt: int
-) -> dict[str, float]:
+def reward_metrics(rollouts: Rollouts, n_samples_per_prompt: int) -> dict[str, float]:
     """`compute_reward_metrics` over the trajectories (their final rows in step-wise mode)."""
-    rows = trajectory_rows(generator_output)
-    failed = infra_failure_mask(generator_output.get("stop_reasons"), len(uids))
-    env_metrics = generator_output.get("env_metrics")
+    rows = rollouts.trajectory_rows()
+    failed = rollouts.infra_failed()
+    env_metrics = rollouts.output.get("env_metrics")
     return compute_reward_metrics(
-        [generator_output["rewards"][i] for i in rows],
-        [uids[i] for i in rows],
+        [rollouts.output["rewards"][i] for i in rows],
+        [rollouts.uids[i] for i in rows],
         n_samples_per_prompt,
-        [data_sources[i] for i in rows],
+        [rollouts.data_sources[i] for i in rows],
         [failed[i] for i in rows],
         None if env_metrics is None else [env_metrics[i] for i in rows],
     )
@@ -98,29 +170,44 @@ def trajectory_rows(generator_output: GeneratorOutput) -> list[int]:
 
 
 def build_training_batch(
-    generator_output: GeneratorOutput, uids: list[str], pad_token_id: int, zero_variance_filter: bool = False
+    rollouts: Rollouts, pad_token_id: int, zero_variance_filter: bool = False
 ) -> tuple[TrainingInputBatch, dict[str, float]]:
     """Tensors for the update, plus the batch-level data metrics.
 
     `baseline_mask` (bool [B]) is False for infrastructure failures: the advantage estimators leave them out
-    of group statistics and give them advantage 0, and their loss mask is zero. With `zero_variance_filter`,
-    groups whose (included) rewards are all equal get a zero loss mask as well.
+    of group statistics and give them advantage 0, and their loss mask is zero. In step-wise mode `is_last_step`
+    (bool [B]) marks each trajectory's last row. With `zero_variance_filter`, groups whose trajectory returns are
+    all equal get a zero loss mask as well.
     """
+    output = rollouts.output
     batch = convert_prompts_responses_to_batch_tensors(
         pad_token_id,
-        generator_output["prompt_token_ids"],
-        generator_output["response_ids"],
-        generator_output["rewards"],
-        generator_output["loss_masks"],
-        generator_output.get("rollout_logprobs"),
+        output["prompt_token_ids"],
+        output["response_ids"],
+        output["rewards"],
+        output["loss_masks"],
+        output.get("rollout_logprobs"),
     )
-    failed = torch.tensor(infra_failure_mask(generator_output.get("stop_reasons"), len(uids)))
+    failed = torch.tensor(rollouts.infra_failed())
     batch["baseline_mask"] = ~failed
     batch["loss_mask"][failed] = 0
-    metrics = {"trainer/infra_failure_fraction": failed.float().mean().item()}
+    if output.get("is_last_step") is not None:
+        batch["is_last_step"] = torch.tensor(output["is_last_step"])
+    metrics = {}
     if zero_variance_filter:
-        keep = compute_zero_variance_mask(batch["rewards"].sum(dim=-1), uids)
+        keep = compute_zero_variance_mask(_row_trajectory_returns(batch), rollouts.uids)
         batch["loss_mask"][~keep] = 0
         metrics["trainer/zero_variance_filtered_fraction"] = (~keep).float().mean().item()
-    batch.metadata["uids"] = uids
+    batch.metadata["uids"] = rollouts.uids
     return batch, metrics
+
+
+def _row_trajectory_returns(batch: TrainingInputBatch) -> torch.Tensor:
+    """[B]: the return of each row's trajectory (the row's own return unless rows are steps)."""
+    returns = batch["rewards"].sum(dim=-1)
+    last = batch.get("is_last_step")
+    if last is None:
+        return returns
+    trajectory = trajectory_index(last)
+    totals = torch.zeros(int(last.sum()), dtype=returns.dtype).scatter_add(0, trajectory, returns)
+    return totals[trajectory]

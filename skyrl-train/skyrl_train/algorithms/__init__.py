@@ -22,7 +22,10 @@ from skyrl_train.algorithms.advantages import (
     compute_grpo_outcome_advantage,
     compute_reinforce_plus_plus_outcome_advantage,
     compute_rloo_outcome_advantage,
+    compute_step_wise_advantages,
     compute_zero_variance_mask,
+    normalize_advantages_over_batch,
+    trajectory_index,
 )
 from skyrl_train.algorithms.critic import ppo_critic_loss
 from skyrl_train.algorithms.entropy import compute_entropy
@@ -69,6 +72,9 @@ __all__ = [
     "compute_reinforce_plus_plus_outcome_advantage",
     "compute_rloo_outcome_advantage",
     "compute_zero_variance_mask",
+    "compute_step_wise_advantages",
+    "normalize_advantages_over_batch",
+    "trajectory_index",
     "dual_clip_policy_loss",
     "get_kl_controller",
     "group_ids_from_index",

@@ -9,8 +9,9 @@ responses this is contiguous, and ``reinforce++`` / ``gae`` are then the textboo
 
 Excluding samples from the baseline (``baseline_mask``)
 -------------------------------------------------------
-Infrastructure failures (an env that failed to initialise, a tool server crash, a trajectory timeout, an
-empty generation) say nothing about the policy. Scoring them as reward 0 would drag down the group mean and
+Infrastructure failures (an env that failed to initialise, a tool server crash, a trajectory timeout) say
+nothing about the policy. (An empty generation is not one of them: it is the policy's own answer, scored and
+trained on like any other.) Scoring them as reward 0 would drag down the group mean and
 inflate the std, changing the advantage of every *healthy* sample in the group. Every estimator therefore
 takes an optional boolean ``baseline_mask`` of shape ``[B]``: ``True`` = a regular sample, ``False`` = an
 excluded sample. Excluded samples
@@ -45,6 +46,9 @@ __all__ = [
     "compute_gae_advantage_return",
     "compute_advantages_and_returns",
     "compute_zero_variance_mask",
+    "compute_step_wise_advantages",
+    "normalize_advantages_over_batch",
+    "trajectory_index",
 ]
 
 GRPO_EPSILON = 1e-6
@@ -269,6 +273,59 @@ def compute_advantages_and_returns(estimator: str, **kwargs: Any) -> tuple[torch
     grpo_norm_by_std=True, baseline_mask=ok)``.
     """
     return AdvantageEstimatorRegistry.get(estimator)(**kwargs)
+
+
+def trajectory_index(is_last_step: Sequence[bool] | torch.Tensor) -> torch.Tensor:
+    """Step-wise rows -> the trajectory each belongs to, ``[B]`` int64 (a trajectory's rows are contiguous and
+    its last row has ``is_last_step`` True): ``[F, F, T, T, F, T] -> [0, 0, 0, 1, 2, 2]``."""
+    last = torch.as_tensor(is_last_step, dtype=torch.bool)
+    return torch.cumsum(last.long(), dim=0) - last.long()
+
+
+def compute_step_wise_advantages(
+    estimator: str,
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Index,
+    is_last_step: Sequence[bool] | torch.Tensor,
+    baseline_mask: torch.Tensor | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step-wise training: every turn is its own row, and all rows of a trajectory share one advantage.
+
+    The estimator runs once per trajectory, on its score ``R = Σ`` (the rewards of all its rows), as a one-token
+    response, in the group of its prompt (``index`` of its last row); the resulting advantage ``A`` is broadcast
+    to every row of the trajectory: ``advantages[i, t] = A_traj(i) · response_mask[i, t]``, returns likewise.
+    For outcome estimators (grpo, rloo) this gives each trajectory the advantage it gets without step-wise mode.
+    ``gae`` needs per-token values and is not supported here.
+    """
+    if estimator == AdvantageEstimator.GAE:
+        raise ValueError("generator.step_wise_trajectories=true does not support advantage_estimator='gae'")
+    trajectory = trajectory_index(is_last_step).to(token_level_rewards.device)
+    last_rows = torch.nonzero(torch.as_tensor(is_last_step, dtype=torch.bool), as_tuple=True)[0]
+    scores = torch.zeros(len(last_rows), dtype=token_level_rewards.dtype, device=token_level_rewards.device)
+    scores.scatter_add_(0, trajectory, token_level_rewards.sum(dim=-1))
+    keys = index[last_rows] if isinstance(index, torch.Tensor) else [index[i] for i in last_rows.tolist()]
+    per_trajectory, returns = compute_advantages_and_returns(
+        estimator,
+        token_level_rewards=scores.unsqueeze(-1),
+        response_mask=torch.ones_like(scores).unsqueeze(-1),
+        index=keys,
+        baseline_mask=None if baseline_mask is None else torch.as_tensor(baseline_mask)[last_rows.cpu()],
+        **kwargs,
+    )
+    mask = response_mask.to(token_level_rewards.dtype)
+    return per_trajectory[trajectory, 0].unsqueeze(-1) * mask, returns[trajectory, 0].unsqueeze(-1) * mask
+
+
+def normalize_advantages_over_batch(advantages: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
+    """``trainer.algorithm.advantage_batch_normalize``: whiten the advantages over every token that is trained on,
+    ``A ← (A − μ) / sqrt(σ² + 1e-8)`` with ``μ``, ``σ²`` the mean and unbiased variance over ``loss_mask``, and 0
+    where the loss mask is 0. (Upstream takes ``μ`` over every position, padding included; this fork takes both
+    statistics over the same tokens.)"""
+    mask = loss_mask.to(advantages.dtype)
+    return masked_whiten(advantages, mask) * mask
 
 
 def compute_zero_variance_mask(rewards: torch.Tensor, index: Index, tol: float = 0.0) -> torch.Tensor:

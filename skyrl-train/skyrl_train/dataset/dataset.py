@@ -52,6 +52,7 @@ class PromptDataset:
         self.env_class_key = env_class_key
         self.num_workers = num_workers
         self._items: list[tuple[list[dict[str, Any]], str | None, dict[str, Any]]] = []
+        self._origins: list[tuple[str, int]] = []
         for source in datasets:
             rows = load_rows(source)
             validate_rows(source, rows, prompt_key, env_class_key)
@@ -72,10 +73,11 @@ class PromptDataset:
                 shown,
                 more,
             )
-        for row, ok in zip(rows, keep, strict=True):
+        for row_index, (row, ok) in enumerate(zip(rows, keep, strict=True)):
             if ok:
                 extras = {k: v for k, v in row.items() if k not in (self.prompt_key, self.env_class_key)}
                 self._items.append((row[self.prompt_key], row.get(self.env_class_key), extras))
+                self._origins.append((source, row_index))
 
     def _fits(self, source: str, rows: list[dict[str, Any]]) -> list[bool]:
         if self.max_prompt_length is None:
@@ -91,6 +93,10 @@ class PromptDataset:
         messages, env_class, extras = self._items[index]
         uid = str(range(len(self._items))[index])  # a negative index gets its positive uid
         return copy.deepcopy(messages), env_class, copy.deepcopy(extras), uid
+
+    def origin(self, index: int) -> tuple[str, int]:
+        """Where item `index` comes from: its dataset source (as given) and its row index in that source."""
+        return self._origins[index]
 
     @staticmethod
     def collate_fn(items: list[PromptItem]) -> dict[str, list[Any]]:

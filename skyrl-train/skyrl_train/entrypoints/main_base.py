@@ -6,6 +6,11 @@ status 2 and every problem, by key, on stderr.
 
 To customise a run, subclass `BasePPOExp` and override its `get_*` hooks (as with upstream SkyRL).
 Environments declared by installed packages (entry-point group `skyrl_gym.envs`) need no custom main.
+
+Before the model loads, every env named by the data is resolved and initialised on a few rows of each data
+source (`skyrl_train.preflight`): an unknown env id, a row the env cannot read or a missing file in an env config
+stops the run there (exit status 1) with the env, file and row. During training, a generation batch with more than
+`trainer.max_infra_failure_ratio` infrastructure failures stops it the same way.
 """
 
 from __future__ import annotations
@@ -20,13 +25,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from skyrl_train.checkpoints import CheckpointManager, S3CheckpointSink
 from skyrl_train.config import ConfigError, SkyRLConfig, load_config
 from skyrl_train.dataset import PromptDataLoader, PromptDataset
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import InferenceEngineInterface
 from skyrl_train.models import load_tokenizer
+from skyrl_train.preflight import PreflightError, check_envs
+from skyrl_train.storage import BackgroundUploader, EvalDumpUploader, S3Settings
 from skyrl_train.tracking import Tracking
-from skyrl_train.trainer import PPOTrainer
+from skyrl_train.trainer import InfraFailureError, PPOTrainer
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
 if TYPE_CHECKING:
@@ -41,6 +49,9 @@ class BasePPOExp:
     def __init__(self, cfg: SkyRLConfig):
         self.cfg = cfg
         self.export_path = Path(cfg.trainer.export_path).expanduser()
+        self.s3 = S3Settings.from_trainer_config(cfg.trainer)
+        self.uploader = BackgroundUploader(self.s3.flush_timeout_seconds) if self.s3 is not None else None
+        """One background uploader for checkpoints and eval dumps when S3 is on; flushed when `run` ends."""
 
     def get_tokenizer(self):
         return load_tokenizer(self.cfg.trainer.policy.model.path)
@@ -56,6 +67,26 @@ class BasePPOExp:
     def get_tracker(self) -> Tracking:
         t = self.cfg.trainer
         return Tracking(t.project_name, t.run_name, backends=t.logger, config=self.cfg, output_dir=self.export_path)
+
+    def get_checkpoint_manager(self) -> CheckpointManager:
+        """Checkpoints under `trainer.ckpt_path`; with S3 on, also uploaded, rotated and resumed by an S3 sink."""
+        t = self.cfg.trainer
+        sink = None
+        if self.s3 is not None:
+            logger.info("S3 on: %s", self.s3.describe())
+            if t.max_ckpts_to_keep != -1:
+                logger.warning("trainer.max_ckpts_to_keep is not used with S3 on: trainer.s3.keep_local rotates")
+            sink = S3CheckpointSink.from_settings(self.s3, self.uploader)
+        return CheckpointManager(t.ckpt_path, t.max_ckpts_to_keep, t.ckpt_interval, sink=sink)
+
+    def get_eval_dump_uploader(self) -> EvalDumpUploader | None:
+        """Uploads eval dumps to `s3://{eval_bucket}/evals/{run_name}/` when S3 is on, else None."""
+        return EvalDumpUploader(self.s3, self.uploader) if self.s3 is not None else None
+
+    def preflight(self, train_dataset: PromptDataset, eval_dataset: PromptDataset | None) -> None:
+        """Checks that need no model, run before it loads (`skyrl_train.preflight.check_envs`)."""
+        for line in check_envs(self.cfg, {"data.train_data": train_dataset, "data.val_data": eval_dataset}):
+            logger.info("preflight: %s", line)
 
     def get_workers(self, num_training_steps: int) -> tuple[PolicyWorker, RefWorker | None, CriticWorker | None]:
         t = self.cfg.trainer
@@ -112,10 +143,21 @@ class BasePPOExp:
         )
 
     def run(self) -> None:
+        """Build everything and train; pending S3 uploads are flushed however it ends (SIGTERM and SIGINT too)."""
+        if self.uploader is not None:
+            self.uploader.install_exit_handlers()
+        try:
+            self._run()
+        finally:
+            if self.uploader is not None:
+                self.uploader.close()
+
+    def _run(self) -> None:
         t = self.cfg.trainer
         _seed_everything(t.seed)
         tokenizer = self.get_tokenizer()
-        train_loader = PromptDataLoader(self.get_train_dataset(tokenizer), t.train_batch_size, seed=t.seed)
+        train_dataset = self.get_train_dataset(tokenizer)
+        train_loader = PromptDataLoader(train_dataset, t.train_batch_size, seed=t.seed)
         eval_dataset = self.get_eval_dataset(tokenizer)
         eval_loader = PromptDataLoader.for_eval(eval_dataset, t.eval_batch_size) if eval_dataset else None
         if len(train_loader) == 0:
@@ -123,6 +165,7 @@ class BasePPOExp:
                 f"data.train_data has fewer prompts than trainer.train_batch_size={t.train_batch_size} "
                 "(after prompt-length filtering): no training step would run"
             )
+        self.preflight(train_dataset, eval_dataset)
         optimizer_steps = len(train_loader) * t.epochs * (t.train_batch_size // t.policy_mini_batch_size)
         policy, ref, critic = self.get_workers(optimizer_steps * t.update_epochs_per_batch)
         engine = self.get_inference_engine(policy, tokenizer)
@@ -142,6 +185,8 @@ class BasePPOExp:
                 ref,
                 critic,
                 inference_engine=engine,
+                checkpoints=self.get_checkpoint_manager(),
+                eval_dumps=self.get_eval_dump_uploader(),
             )
             try:
                 if endpoint is not None:
@@ -190,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Invalid config: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run(cfg)
+    try:
+        run(cfg)
+    except (PreflightError, InfraFailureError) as e:
+        print(f"Stopped: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -9,7 +9,7 @@
 The checkpoint side (rotation, resume) is `skyrl_train.checkpoints.S3CheckpointSink`.
 """
 
-from skyrl_train.storage.eval_dumps import queue_eval_dump_upload
+from skyrl_train.storage.eval_dumps import EvalDumpUploader, queue_eval_dump_upload
 from skyrl_train.storage.manifest import MANIFEST_FILE, Manifest, ManifestEntry, ManifestError
 from skyrl_train.storage.retry import RetryPolicy, call_with_retries, is_transient
 from skyrl_train.storage.s3 import IntegrityError, S3StorageError, S3Store, UploadReport, join_key, make_s3_client
@@ -34,6 +34,7 @@ __all__ = [
     "join_key",
     "make_s3_client",
     "queue_eval_dump_upload",
+    "EvalDumpUploader",
     "scrub_secret_values",
     "secret_env_values",
 ]

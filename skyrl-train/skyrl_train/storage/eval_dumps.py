@@ -1,4 +1,4 @@
-"""Queue the upload of one eval dump folder (written by `skyrl_train.evaluate.dump_eval_results`)."""
+"""Queue the upload of eval dump folders (written by `skyrl_train.evaluate.dump_eval_results`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from skyrl_train.storage.manifest import ManifestError
 from skyrl_train.storage.s3 import S3StorageError, S3Store
 from skyrl_train.storage.secrets import scrub_secret_values, secret_env_values
+from skyrl_train.storage.settings import S3Settings
 from skyrl_train.storage.uploader import BackgroundUploader
 
 logger = logging.getLogger(__name__)
@@ -38,3 +39,15 @@ def queue_eval_dump_upload(uploader: BackgroundUploader, store: S3Store, folder:
         )
 
     uploader.submit(f"eval dump {folder}", upload)
+
+
+class EvalDumpUploader:
+    """Uploads each eval step's dump folder to `s3://{eval_bucket}/evals/{run_name}/global_step_N/`."""
+
+    def __init__(self, settings: S3Settings, uploader: BackgroundUploader):
+        self.settings = settings
+        self.uploader = uploader
+        self.store = settings.store(settings.eval_bucket)
+
+    def upload(self, folder: Path, global_step: int) -> None:
+        queue_eval_dump_upload(self.uploader, self.store, folder, self.settings.eval_prefix(global_step))

@@ -14,7 +14,7 @@ from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import SamplingParams
 from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
 from skyrl_train.models import DEFAULT_MODEL, load_tokenizer
-from skyrl_train.trainer_utils import build_training_batch
+from skyrl_train.trainer_utils import Rollouts, build_training_batch
 from skyrl_train.workers import PolicyWorker
 from skyrl_train.workers.metrics import rollout_train_logprob_diff
 
@@ -46,7 +46,7 @@ async def test_mean_abs_logprob_gap_on_a_real_multi_turn_rollout_is_below_1e_3()
     finally:
         await engine.teardown()
 
-    batch, _ = build_training_batch(output, ["0"] * 4, tokenizer.pad_token_id)
+    batch, _ = build_training_batch(Rollouts(output, ["0"] * 4, [None] * 4), tokenizer.pad_token_id)
     train_logprobs = policy.compute_logprobs(batch, micro_batch_size=4)
     gap = rollout_train_logprob_diff(batch["rollout_logprobs"], train_logprobs, batch["loss_mask"])
 
