@@ -251,7 +251,6 @@ def run_worker(node: NodeInfo, env: dict, wait_s: float, gone_checks: int = 3, p
     """Join the head and stay until it is gone; 0 when the head went away, else `ray start`'s failure status."""
     _wait(lambda: _port_open(node.head_ip, node.ray_port), wait_s, f"waiting for the Ray head at {node.head_address}")
     ray_proc = subprocess.Popen(ray_start_command(node, shlex.split(env.get("SKYRL_RAY_START_ARGS", ""))), env=env)
-    signal.signal(signal.SIGTERM, lambda *_: _stop(ray_proc))
     try:
         misses = 0
         while misses < gone_checks:
@@ -275,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the job's command (run on rank 0)")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    # SIGTERM (sky cancel, sky down) unwinds through the `finally` blocks, which stop this node's Ray; while the job
+    # runs, the head forwards it to the job instead.
+    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     try:
         node = node_info(os.environ)
         env = {**os.environ, **ray_auth_env(os.environ)}

@@ -1,0 +1,90 @@
+"""scripts/cluster/launch.sh (what the launch workflow runs) against a scripted `sky`: bounded retries on capacity
+errors with the half-made cluster taken down between attempts, no retry on any other failure, and secrets passed
+by name only when they are set.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CAPACITY_ERROR = (
+    "sky.exceptions.ResourcesUnavailableError: Failed to provision all possible launchable resources. "
+    "Relax the task's resource requirements: 1x AWS({'H200': 8})"
+)
+
+
+@pytest.fixture
+def fake_sky(tmp_path: Path) -> Path:
+    """A `sky` that logs each call and answers `launch` with the next outcome of $FAKE_SKY_OUTCOMES."""
+    script = tmp_path / "sky"
+    script.write_text(textwrap.dedent(f"""\
+        #!/usr/bin/env bash
+        echo "$*" >>"{tmp_path}/calls"
+        [[ "$1" == launch ]] || exit 0
+        n=$(grep -c '^launch' "{tmp_path}/calls")
+        read -r -a outcomes <<<"$FAKE_SKY_OUTCOMES"
+        case "${{outcomes[$((n - 1))]}}" in
+            ok) echo "Job finished (status: SUCCEEDED)."; exit 0 ;;
+            capacity) echo "{CAPACITY_ERROR}"; exit 1 ;;
+            jobfail) echo "Job finished (status: FAILED)."; exit 100 ;;
+        esac
+        """))
+    script.chmod(0o755)
+    return script
+
+
+def _launch(fake_sky: Path, outcomes: str, *args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], list]:
+    run_env = {
+        **os.environ,
+        "SKY": str(fake_sky),
+        "FAKE_SKY_OUTCOMES": outcomes,
+        "LAUNCH_BACKOFF_SECONDS": "0",
+        "LAUNCH_SECRETS": "WANDB_API_KEY OPENAI_API_KEY",
+        "WANDB_API_KEY": "wandb-value",
+        **env,
+    }
+    run_env.pop("OPENAI_API_KEY", None)
+    result = subprocess.run(
+        ["bash", "scripts/cluster/launch.sh", *args], cwd=REPO_ROOT, env=run_env, capture_output=True, text=True
+    )
+    calls_file = fake_sky.parent / "calls"
+    calls = calls_file.read_text().splitlines() if calls_file.exists() else []
+    return result, calls
+
+
+def test_capacity_errors_are_retried_after_taking_the_cluster_down(fake_sky):
+    result, calls = _launch(fake_sky, "capacity capacity ok", "gsm8k", "c1", "--env", "MODEL=m")
+    assert result.returncode == 0, result.stderr
+    launch = f"launch {REPO_ROOT}/tasks/gsm8k.yaml --cluster c1 --down --yes --secret WANDB_API_KEY --env MODEL=m"
+    assert calls == [launch, "down --yes c1", launch, "down --yes c1", launch]
+    assert "launch: gsm8k finished on attempt 3" in result.stdout
+
+
+def test_attempts_are_bounded_and_the_backoff_doubles(fake_sky):
+    result, calls = _launch(
+        fake_sky, "capacity capacity capacity", "grpo", "c2", LAUNCH_ATTEMPTS="3", LAUNCH_BACKOFF_SECONDS="1"
+    )
+    assert result.returncode == 75
+    assert [c.split()[0] for c in calls] == ["launch", "down"] * 3
+    assert "next attempt in 1s" in result.stderr and "next attempt in 2s" in result.stderr
+    assert "no capacity for grpo after 3 attempts" in result.stderr
+
+
+def test_a_failed_job_is_not_retried(fake_sky):
+    result, calls = _launch(fake_sky, "jobfail ok", "gsm8k", "c3")
+    assert result.returncode == 100
+    assert len(calls) == 1 and calls[0].startswith("launch ")
+    assert "failed with status 100 (not a capacity error); not retrying" in result.stderr
+
+
+def test_unknown_task_is_refused_before_any_launch(fake_sky):
+    result, calls = _launch(fake_sky, "ok", "nope", "c4")
+    assert result.returncode == 2
+    assert calls == []
+    assert "tasks/nope.yaml" in result.stderr
