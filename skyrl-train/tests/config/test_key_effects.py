@@ -26,6 +26,7 @@ from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import SamplingParams
 from skyrl_train.models import load_tokenizer
+from skyrl_train.storage.settings import S3Settings
 from skyrl_train.testing import tiny_model_path
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
@@ -201,6 +202,7 @@ def test_a_two_step_run_follows_the_loop_batch_eval_dump_and_checkpoint_keys(tin
         "trainer.algorithm.advantage_estimator=gae",
         "trainer.algorithm.use_kl_loss=false",
         "trainer.algorithm.use_kl_in_reward=true",
+        "trainer.algorithm.zero_variance_filter=true",
         "generator.n_samples_per_prompt=2",
         "generator.sampling_params.max_generate_length=4",
         "trainer.eval_interval=1",
@@ -277,6 +279,8 @@ def test_a_two_step_run_follows_the_loop_batch_eval_dump_and_checkpoint_keys(tin
     assert [p.parent.name for p in exports.glob("global_step_*/policy")] == ["global_step_2"]
     logged = [json.loads(line) for line in (exports / "metrics.jsonl").read_text().splitlines()]
     assert [row["loss/kl_loss_coef"] for row in logged if "loss/kl_loss_coef" in row] == [0.001, 0.001]
+    filtered = [row["trainer/zero_variance_filtered_fraction"] for row in logged if "trainer/response_tokens" in row]
+    assert len(filtered) == 2 and all(0.0 <= f <= 1.0 for f in filtered)
 
 
 _THINKING_TEMPLATE = (
@@ -295,3 +299,9 @@ def test_chat_template_kwargs_reach_the_generators_chat_template(tiny):
         prompts[bool(overrides)] = generator.generation_prompt_ids
     assert tokenizer.decode(prompts[False]) == "<|im_start|>assistant\n"
     assert tokenizer.decode(prompts[True]) == "<|im_start|>assistant\n<think>"
+
+
+def test_s3_region_is_the_configured_one_over_the_environment():
+    trainer = load_config(["trainer.s3.bucket=b", "trainer.s3.region=ap-south-1"]).trainer
+    settings = S3Settings.from_trainer_config(trainer, environ={"AWS_REGION": "eu-west-1"})
+    assert settings.region == "ap-south-1"
