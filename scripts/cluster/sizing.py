@@ -65,11 +65,12 @@ class ModelShape:
     attention_bias: bool
 
     @classmethod
-    def from_config(cls, config: dict, name: str) -> ModelShape:
+    def from_config(cls, config: dict, name: str, source: str | None = None) -> ModelShape:
+        """The shape of `config` (a parsed config.json), shown as `name`; errors name `source` (default: `name`)."""
         required = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
         missing = [key for key in required if key not in config]
         if missing:
-            raise SizingError(f"{name}: config.json lacks {', '.join(missing)}")
+            raise SizingError(f"{source or name}: lacks {', '.join(missing)}")
         heads = config["num_attention_heads"]
         return cls(
             name=name,
@@ -284,7 +285,7 @@ def load_model(spec: str) -> ModelShape:
         config = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise SizingError(f"{path}: not valid JSON ({e})") from None
-    return ModelShape.from_config(config, config.get("_name_or_path") or path.stem)
+    return ModelShape.from_config(config, config.get("_name_or_path") or path.stem, source=str(path))
 
 
 COLUMNS = (
