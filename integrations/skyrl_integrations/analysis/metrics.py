@@ -8,6 +8,8 @@
   `infra_failure_rate` says how many there were. Scored trajectories are the others (`scored_trajectories`);
 - `pass_at_k[k]`: the unbiased estimator 1 - C(n-c, k) / C(n, k) per prompt (n samples, c successes),
   averaged over prompts, for k = 1 .. the smallest n among the prompts;
+- `pass_hat_k[k]`: tau-bench's pass^k, C(c, k) / C(n, k) per prompt (all of k samples succeed), averaged over
+  prompts, for the same k (one definition: `skyrl_train.metrics.reward_metrics.pass_hat_k`);
 - `any_success`: fraction of prompts with at least one success (the fork's `pass_at_n`);
 - `mean_score`: mean return over all trajectories; `avg_turns` / `avg_tool_calls`: means over the scored
   trajectories whose dump records them (`turns_known` / `tool_calls_known` say how many), None when none does;
@@ -30,6 +32,7 @@ from typing import Any
 
 from skyrl_integrations.analysis.categories import CATEGORIES, INFRA_STOP_REASONS, Finding, classify
 from skyrl_integrations.analysis.dumps import DumpedTrajectory
+from skyrl_train.metrics.reward_metrics import pass_hat_k
 
 OVERALL = "overall"
 
@@ -61,6 +64,9 @@ def summarize(
         "prompts": len(by_prompt),
         "pass_at_k": {
             str(k): fmean(pass_at_k(len(s), sum(s), k) for s in by_prompt.values()) for k in range(1, max_k + 1)
+        },
+        "pass_hat_k": {
+            str(k): fmean(pass_hat_k(len(s), sum(s), k) for s in by_prompt.values()) for k in range(1, max_k + 1)
         },
         "any_success": fmean(any(s) for s in by_prompt.values()) if by_prompt else None,
         "mean_score": (
@@ -143,8 +149,9 @@ def compare(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]])
     for name in [name for name in after if name in before]:
         a, b = before[name], after[name]
         values = {key: (a[key], b[key]) for key in COMPARED}
-        for k in [k for k in b["pass_at_k"] if k in a["pass_at_k"]]:
-            values[f"pass_at_{k}"] = (a["pass_at_k"][k], b["pass_at_k"][k])
+        for metric in ("pass_at_k", "pass_hat_k"):
+            for k in [k for k in b[metric] if k in a[metric]]:
+                values[f"{metric[:-2]}_{k}"] = (a[metric][k], b[metric][k])
         for category in CATEGORIES:
             values[f"{category}_rate"] = (
                 a["failure_categories"][category]["rate"],

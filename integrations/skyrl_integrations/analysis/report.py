@@ -20,7 +20,8 @@ MISSING = "-"
 def step_table(step: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows (one per environment, then overall) of one step's main numbers."""
     ks = sorted({int(k) for summary in step.values() for k in summary["pass_at_k"]})
-    headers = ["env", "traj", "prompts", *(f"pass@{k}" for k in ks), "any", "mean score", "turns", "tool calls"]
+    headers = ["env", "traj", "prompts", *(f"pass@{k}" for k in ks), *(f"pass^{k}" for k in ks)]
+    headers += ["any", "mean score", "turns", "tool calls"]
     rows = []
     for name, s in step.items():
         rows.append(
@@ -29,6 +30,7 @@ def step_table(step: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[st
                 str(s["trajectories"]),
                 str(s["prompts"]),
                 *(_number(s["pass_at_k"].get(str(k))) for k in ks),
+                *(_number(s["pass_hat_k"].get(str(k))) for k in ks),
                 _number(s["any_success"]),
                 _number(s["mean_score"]),
                 _number(s["avg_turns"], 2),

@@ -41,11 +41,12 @@ def test_prints_a_table_per_step_with_environments_and_overall(two_steps, capsys
     rows = {
         line.split()[0]: line.split()[1:] for line in out.splitlines() if re.match(r"^(env_a|env_b|overall) ", line)
     }
-    # traj, prompts, pass@1, pass@2, any, mean score, turns, tool calls
+    # traj, prompts, pass@1, pass@2, pass^1, pass^2, any, mean score, turns, tool calls
+    # (pass^2: only a1 has both samples solved; a0 and b0 have one of two)
     assert rows == {
-        "env_a": ["4", "2", "0.750", "1.000", "1.000", "0.750", "2.00", "1.00"],
-        "env_b": ["2", "1", "0.500", "1.000", "1.000", "0.500", "1.00", "-"],
-        "overall": ["6", "3", "0.667", "1.000", "1.000", "0.667", "1.67", "1.00"],
+        "env_a": ["4", "2", "0.750", "1.000", "0.750", "0.500", "1.000", "0.750", "2.00", "1.00"],
+        "env_b": ["2", "1", "0.500", "1.000", "0.500", "0.000", "1.000", "0.500", "1.00", "-"],
+        "overall": ["6", "3", "0.667", "1.000", "0.667", "0.333", "1.000", "0.667", "1.67", "1.00"],
     }
     assert "stop reasons: stop 4, length 2" in out
 

@@ -40,6 +40,11 @@ def test_pass_at_k_is_averaged_over_prompts_for_every_k_up_to_n(three_prompts):
     assert summarize(three_prompts)["pass_at_k"] == pytest.approx({"1": 1 / 3, "2": 5 / 9, "3": 2 / 3})
 
 
+def test_pass_hat_k_is_averaged_over_prompts_for_every_k_up_to_n(three_prompts):
+    # a: C(1,k)/C(3,k) = 1/3, 0, 0; b: 0; c: C(2,k)/C(3,k) = 2/3, 1/3, 0
+    assert summarize(three_prompts)["pass_hat_k"] == pytest.approx({"1": 1 / 3, "2": 1 / 9, "3": 0.0})
+
+
 def test_any_success_is_the_fraction_of_prompts_with_a_success(three_prompts):
     assert summarize(three_prompts)["any_success"] == pytest.approx(2 / 3)
 

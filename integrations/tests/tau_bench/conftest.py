@@ -2,6 +2,7 @@
 
 - ``make_env(domain, task_id, env_config=None, **extras)``: a `TauBenchEnv` for one task.
 - ``gold(domain, task_id)``: the task's gold actions as ``{"name", "arguments"}``.
+- ``as_tool_call(action)``: an action as the agent writes it, one ``<tool_call>`` block.
 - ``replay(env, actions, closing)``: `init`, each action as a ``<tool_call>`` message through the env's parser, then
   `closing` as a message to the user; returns the last step's output (earlier if a step ends the episode).
 """
@@ -53,3 +54,8 @@ def gold():
 @pytest.fixture
 def replay():
     return _replay
+
+
+@pytest.fixture
+def as_tool_call():
+    return tool_call_message

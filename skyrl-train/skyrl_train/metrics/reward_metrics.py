@@ -14,6 +14,8 @@ Definitions (one each; training logs them under `reward/`, evaluation under `eva
 - `variance_per_prompt`: mean, over prompts with >= 2 completed trajectories, of the population variance of their
   returns;
 - `signal_ratio`: fraction of those prompts whose returns are not all equal (GRPO gets a gradient from them).
+- `pass_hat_{k}` (tau-bench's pass^k): mean over prompts of C(c, k) / C(n, k), the chance that k of a prompt's n
+  trajectories (c solved), drawn without replacement, are all solved; for k = 1 .. the smallest n (`pass_hat_k_metrics`).
 
 Infrastructure failures are in the denominator of every figure of what the policy achieved (`avg_raw_reward`,
 `pass_at_{n}`, `mean_positive_reward`): such a trajectory is never solved and its return counts as 0, so crashes
@@ -25,7 +27,8 @@ advantage baseline.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from math import comb
 from statistics import fmean, pvariance
 from typing import Any
 
@@ -113,6 +116,47 @@ def compute_reward_metrics(
         )
 
     metrics = group(list(range(len(rewards))))
+    if data_sources is not None:
+        by_source: dict[str, list[int]] = defaultdict(list)
+        for i, source in enumerate(data_sources):
+            by_source[sanitize_metric_key(source)].append(i)
+        for source, indices in sorted(by_source.items()):
+            metrics.update({f"{source}/{key}": value for key, value in group(indices).items()})
+    return metrics
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k of one prompt: the probability that k of its n trials (c of them solved), drawn without replacement,
+    are all solved, C(c, k) / C(n, k). Unlike pass@k it falls as k grows: it measures consistency."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_hat_k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
+    return comb(c, k) / comb(n, k)
+
+
+def pass_hat_k_metrics(
+    solved: Sequence[bool], uids: Sequence[str], data_sources: Sequence[str | None] | None = None
+) -> dict[str, float]:
+    """`pass_hat_{k}` for k = 1 .. the smallest number of trajectories of a prompt, over all trajectories and per data
+    source (`<data_source>/pass_hat_{k}`). `solved[i]` is `trajectory_solved` of trajectory i (False for an
+    infrastructure failure). Empty when there is no trajectory."""
+
+    def group(indices: list[int]) -> dict[str, float]:
+        by_uid: dict[str, list[bool]] = defaultdict(list)
+        for i in indices:
+            by_uid[uids[i]].append(bool(solved[i]))
+        max_k = min(len(trials) for trials in by_uid.values())
+        return {
+            f"pass_hat_{k}": fmean(pass_hat_k(len(t), sum(t), k) for t in by_uid.values()) for k in range(1, max_k + 1)
+        }
+
+    return with_data_sources(group, len(solved), data_sources) if solved else {}
+
+
+def with_data_sources(
+    group: Callable[[list[int]], dict[str, float]], size: int, data_sources: Sequence[str | None] | None
+) -> dict[str, float]:
+    """`group` of all `size` trajectories, then `<data_source>/<key>` of each data source's trajectories."""
+    metrics = group(list(range(size)))
     if data_sources is not None:
         by_source: dict[str, list[int]] = defaultdict(list)
         for i, source in enumerate(data_sources):
