@@ -4,7 +4,7 @@ During training an env that cannot start becomes an infrastructure-failure place
 crashes a batch), which is right for a tool server that hiccups and wrong for a setup that can never work: an
 unknown env id, a row whose `reward_spec` the env cannot read, a file named in an env config that does not exist.
 Those would turn every trajectory into a placeholder and the run would "train" on nothing. `check_envs` finds
-them first: it resolves every env class named by the data (a row's `env_class`, else `environment.env_class`)
+them first: it resolves every env class named by the config (`environment.env_class`) and the data (a row's `env_class`)
 and runs each env's `init` (then `close`) on the first rows of each data source, raising `PreflightError` with
 the env, the dataset file, the row and the env's own error (which names the field or file at fault).
 """
@@ -35,6 +35,8 @@ def check_envs(
     returns one line per env init that passed, raises `PreflightError` listing every failure."""
     skyrl_gym.load_entry_point_envs()
     passed, problems = [], []
+    if cfg.environment.env_class not in skyrl_gym.registry:
+        problems.append(f"environment.env_class={cfg.environment.env_class!r}: {_unknown(cfg.environment.env_class)}")
     for key, dataset in datasets.items():
         if dataset is None:
             continue
@@ -78,13 +80,17 @@ def _sample_rows(cfg: SkyRLConfig, dataset: PromptDataset, per_group: int) -> li
 
 def _init_and_close(cfg: SkyRLConfig, env_class: str, messages, extras: dict) -> None:
     if env_class not in skyrl_gym.registry:
-        raise _UnknownEnv(
-            f"no env is registered under {env_class!r}; registered: {', '.join(sorted(skyrl_gym.registry))} "
-            "(set the row's env_class or environment.env_class to one of them, or register the env)"
-        )
+        raise _UnknownEnv(_unknown(env_class))
     env_config = cfg.environment.skyrl_gym.get_env_config(env_class)
     env = skyrl_gym.make(env_class, env_config=env_config, extras={**extras, "max_turns": cfg.generator.max_turns})
     asyncio.run(_init_then_close(env, messages))
+
+
+def _unknown(env_class: str) -> str:
+    return (
+        f"no env is registered under {env_class!r}; registered: {', '.join(sorted(skyrl_gym.registry))} "
+        "(use one of them, or register the env: skyrl_gym.register or the `skyrl_gym.envs` entry-point group)"
+    )
 
 
 async def _init_then_close(env, messages) -> None:

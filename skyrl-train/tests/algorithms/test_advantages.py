@@ -20,6 +20,7 @@ from skyrl_train.utils.ppo_utils import (
     compute_grpo_outcome_advantage,
     compute_reinforce_plus_plus_outcome_advantage,
     compute_rloo_outcome_advantage,
+    normalize_advantages_over_batch,
 )
 
 UIDS = ["a", "a", "a", "b", "b", "b"]
@@ -218,3 +219,12 @@ def test_gae_advantages_are_whitened_over_valid_tokens():
 def test_gae_without_values_is_an_error():
     with pytest.raises(ValueError, match="critic"):
         compute_gae_advantage_return(token_level_rewards=GAE_REWARDS, values=None, response_mask=GAE_MASK)
+
+
+def test_advantage_batch_normalize_hand_computed():
+    # Trained-on tokens hold 1, 1 and -1: mean 1/3, unbiased variance ((2/3)² + (2/3)² + (4/3)²) / 2 = 4/3.
+    advantages = torch.tensor([[1.0, 1.0, 0.0], [-1.0, 5.0, 0.0]])
+    loss_mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    std = (4 / 3) ** 0.5
+    expected = torch.tensor([[(2 / 3) / std, (2 / 3) / std, 0.0], [-(4 / 3) / std, 0.0, 0.0]])
+    assert torch.allclose(normalize_advantages_over_batch(advantages, loss_mask), expected, atol=1e-6)
