@@ -48,7 +48,7 @@ _PHASES = (
     "skyrl-train/tests/trainer/test_generation_phases.py::"
     "test_the_engine_sleeps_through_every_policy_update_and_its_prefix_cache_is_empty_after"
 )
-_WORKERS = "skyrl-train/tests/config/test_key_effects.py::test_bf16_critic_path_and_ref_path_decide_the_workers"
+_WORKERS = "skyrl-train/tests/config/test_key_effects.py::test_paths_bf16_and_checkpointing_decide_the_workers"
 _LORA = "skyrl-train/tests/config/test_key_effects.py::test_lora_settings_shape_the_adapter"
 _OPTIMIZER = "skyrl-train/tests/config/test_key_effects.py::test_optimizer_settings_reach_adamw_and_the_warmup_schedule"
 _MODEL_KWARGS = (
@@ -99,7 +99,7 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.policy.optimizer_config.lr": ShownBy(_OPTIMIZER),
     "trainer.policy.optimizer_config.adam_betas": ShownBy(_OPTIMIZER),
     "trainer.policy.optimizer_config.weight_decay": ShownBy(_OPTIMIZER),
-    "trainer.policy.optimizer_config.max_grad_norm": ShownBy(_POLICY + "test_grad_norm_is_reported_before_clipping"),
+    "trainer.policy.optimizer_config.max_grad_norm": ShownBy(_OPTIMIZER),
     "trainer.policy.optimizer_config.num_warmup_steps": ShownBy(_OPTIMIZER),
     "trainer.policy.optimizer_config.scheduler": ShownBy(_OPTIMIZER),
     "trainer.policy.model_config_kwargs": ShownBy(_MODEL_KWARGS),
@@ -232,10 +232,8 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.s3.flush_timeout_seconds": ShownBy(
         "skyrl-train/tests/storage/test_uploader.py::test_exit_wait_is_bounded_and_names_what_is_not_uploaded"
     ),
-    "trainer.gradient_checkpointing": ShownBy(_POLICY + "test_gradient_checkpointing_gives_the_same_lora_gradient"),
-    "trainer.gradient_checkpointing_use_reentrant": ShownBy(
-        _POLICY + "test_gradient_checkpointing_gives_the_same_lora_gradient"
-    ),
+    "trainer.gradient_checkpointing": ShownBy(_WORKERS),
+    "trainer.gradient_checkpointing_use_reentrant": ShownBy(_WORKERS),
     "trainer.max_infra_failure_ratio": ShownBy(
         "skyrl-train/tests/trainer/test_infra_failure_ratio.py::test_step_over_ratio_stops_with_counts"
     ),

@@ -25,7 +25,7 @@ from skyrl_train.config.schema import (
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import SamplingParams
-from skyrl_train.models import load_tokenizer
+from skyrl_train.models import load_causal_lm, load_tokenizer
 from skyrl_train.storage.settings import S3Settings
 from skyrl_train.testing import tiny_model_path
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
@@ -90,6 +90,20 @@ def test_optimizer_settings_reach_adamw_and_the_warmup_schedule(tiny, role):
         worker.optimizer.step()
         worker.scheduler.step()
     assert lrs == [0.0, 0.5 * 1 / 4, 0.5 * 2 / 4]  # linear warmup over 4 steps to lr
+    params = [p for p in worker.model.parameters() if p.requires_grad]
+    for param in params:
+        param.grad = torch.full_like(param, 3.0)
+    step, seen = worker.optimizer.step, []
+
+    def recording_step(*args, **kwargs):
+        seen.append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])).item())
+        return step(*args, **kwargs)
+
+    worker.optimizer.step = recording_step
+    worker.optim_step()
+    unclipped = 3.0 * sum(p.numel() for p in params) ** 0.5
+    # The optimizer steps with the gradient clipped to max_grad_norm (float32 norms of large tensors: rel 1e-2).
+    assert unclipped > 100 and seen == [pytest.approx(2.5, rel=1e-2)]
 
 
 @pytest.mark.parametrize("role", ["policy", "critic", "ref"])
@@ -123,17 +137,25 @@ def experiment(tiny: str, tmp_path, *overrides: str) -> BasePPOExp:
     )
 
 
-def test_bf16_critic_path_and_ref_path_decide_the_workers(tiny, tmp_path):
+def test_paths_bf16_and_checkpointing_decide_the_workers(tiny, tmp_path):
     other = tiny_model_path(seed=1)
     policy, ref, critic = experiment(
-        tiny, tmp_path, "trainer.bf16=true", f"trainer.critic.model.path={tiny}", f"trainer.ref.model.path={other}"
+        tiny,
+        tmp_path,
+        "trainer.bf16=true",
+        f"trainer.critic.model.path={tiny}",
+        f"trainer.ref.model.path={other}",
+        "trainer.gradient_checkpointing=true",
+        "trainer.gradient_checkpointing_use_reentrant=true",
     ).get_workers(10)
     assert next(policy.model.parameters()).dtype == torch.bfloat16
     assert isinstance(critic, CriticWorker) and next(critic.model.parameters()).dtype == torch.bfloat16
-    ref_weights = dict(ref.model.named_parameters())
-    policy_weights = dict(policy.model.named_parameters())
     name = "model.layers.0.self_attn.q_proj.weight"
-    assert not torch.equal(ref_weights[name], policy_weights[name])  # seed 1's weights, not the policy's
+    expected = {path: load_causal_lm(path).get_parameter(name).to(torch.bfloat16) for path in (tiny, other)}
+    assert torch.equal(policy.model.get_parameter(name), expected[tiny])
+    assert torch.equal(ref.model.get_parameter(name), expected[other])
+    layer = policy.model.model.layers[0]
+    assert layer.gradient_checkpointing and layer._gradient_checkpointing_func.keywords == {"use_reentrant": True}
     _, no_ref, no_critic = experiment(tiny, tmp_path, "trainer.algorithm.use_kl_loss=false").get_workers(10)
     assert (no_ref, no_critic) == (None, None)
 

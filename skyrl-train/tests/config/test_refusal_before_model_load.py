@@ -30,18 +30,14 @@ def run_main_base(*overrides: str) -> tuple[subprocess.CompletedProcess, float]:
 
 
 def test_fsdp2_is_refused_naming_the_key_before_anything_loads():
-    result, seconds = run_main_base("trainer.strategy=fsdp2", "trainer.placement.policy_num_gpus_per_node=2")
+    result, seconds = run_main_base(
+        "trainer.strategy=fsdp2", "trainer.placement.policy_num_gpus_per_node=2", "generator.backend=vllm"
+    )
     print(f"main_base trainer.strategy=fsdp2 exited {result.returncode} after {seconds:.1f} s (imports included)")
     assert result.returncode == 2, result.stderr
     assert "TRIPWIRE" not in result.stderr
     assert "trainer.strategy='fsdp2' is not implemented in this fork" in result.stderr
     assert "trainer.placement.policy_num_gpus_per_node=2 is not implemented in this fork" in result.stderr
-
-
-def test_vllm_backend_is_refused_naming_the_key_before_anything_loads():
-    result, _ = run_main_base("generator.backend=vllm")
-    assert result.returncode == 2, result.stderr
-    assert "TRIPWIRE" not in result.stderr
     assert "generator.backend='vllm' is not implemented in this fork" in result.stderr
 
 
