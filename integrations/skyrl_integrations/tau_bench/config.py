@@ -8,6 +8,8 @@ Keys (all optional):
 - ``max_tool_errors`` (10): tool calls answered with an error before the episode ends with reward 0 (tau2's cap).
 - ``transfer_ends_episode`` (true): a ``transfer_to_human_agents`` call ends the episode, which is then graded
   (tau-bench v1); false keeps going until the user stops (tau2).
+- ``include_policy`` (true): false leaves the domain policy out of the system prompt, to fit a small model's context
+  on CPU. The policy is what the agent must follow: published tau-bench numbers always include it.
 - ``tool_prompt`` ("full"): "full" (each official JSON schema) or "compact" (one line per tool, for small models).
 - ``demonstrations`` ([]): chat messages inserted after the system prompt (a list, or a path to a JSON file).
 - ``user``: the user simulator, ``{kind: scripted, opening?, replies?}`` (default ``{kind: scripted}``: the task
@@ -38,6 +40,7 @@ class TauBenchEnvConfig:
     max_turns: int = 30
     max_tool_errors: int = 10
     transfer_ends_episode: bool = True
+    include_policy: bool = True
     tool_prompt: str = "full"
     demonstrations: tuple[dict[str, str], ...] = ()
     user: dict[str, Any] = dataclasses.field(default_factory=lambda: {"kind": "scripted"})
@@ -62,6 +65,9 @@ class TauBenchEnvConfig:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{WHERE}.{key}: must be an int >= 1, got {value!r}")
+        for key in ("transfer_ends_episode", "include_policy"):
+            if not isinstance(getattr(self, key), bool):
+                raise ValueError(f"{WHERE}.{key}: must be true or false, got {getattr(self, key)!r}")
         if self.tool_prompt not in TOOL_PROMPT_STYLES:
             raise ValueError(f"{WHERE}.tool_prompt: expected one of {TOOL_PROMPT_STYLES}, got {self.tool_prompt!r}")
         kind = self.user.get("kind", "scripted")

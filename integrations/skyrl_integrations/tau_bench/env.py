@@ -74,7 +74,7 @@ class TauBenchEnv(BaseTextEnv):
         self.counters.record_user_turn(opening)
         messages = build_prompt(
             prompt,
-            self.domain.policy,
+            self.domain.policy if self.config.include_policy else None,
             self.domain.tool_schemas,
             opening.text,
             style=self.config.tool_prompt,

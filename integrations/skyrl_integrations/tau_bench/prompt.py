@@ -9,7 +9,7 @@ from typing import Any
 from skyrl_integrations.mcp.prompt import render_tools
 from skyrl_integrations.tau_bench.users import GREETING
 
-DEFAULT_ROLE = "You are a customer service agent. Help the user according to the policy below."
+DEFAULT_ROLE = "You are a customer service agent. Help the user with their request."
 CALL_FORMAT = (
     "In each reply, do exactly one of these:\n"
     "- call one tool, replying with only:\n"
@@ -32,18 +32,19 @@ def mcp_form(openai_schema: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_prompt(
     prompt: Sequence[Mapping[str, str]],
-    policy: str,
+    policy: str | None,
     tool_schemas: Sequence[Mapping[str, Any]],
     user_opening: str,
     *,
     style: str = "full",
     demonstrations: Sequence[Mapping[str, str]] = (),
 ) -> list[dict[str, str]]:
-    """The dataset's own system text (or `DEFAULT_ROLE`) heads the system message; the rest of the row's prompt is
-    replaced by the greeting and the user's opening line."""
+    """The dataset's own system text (or `DEFAULT_ROLE`) heads the system message, then the policy (left out when
+    None); the rest of the row's prompt is replaced by the greeting and the user's opening line."""
     head = prompt[0]["content"] if prompt and prompt[0].get("role") == "system" else DEFAULT_ROLE
     tools = render_tools([mcp_form(schema) for schema in tool_schemas], style)
-    system = "\n\n".join([head, f"<policy>\n{policy.strip()}\n</policy>", tools, CALL_FORMAT])
+    policy_block = [f"Follow this policy:\n<policy>\n{policy.strip()}\n</policy>"] if policy is not None else []
+    system = "\n\n".join([head, *policy_block, tools, CALL_FORMAT])
     return [
         {"role": "system", "content": system},
         *(dict(m) for m in demonstrations),

@@ -25,13 +25,20 @@ def test_init_builds_policy_tools_greeting_and_the_users_opening(make_env):
     messages, info = env.init([{"role": "system", "content": "You are the retail agent."}])
     assert [m["role"] for m in messages] == ["system", "assistant", "user"]
     system = messages[0]["content"]
-    assert system.startswith("You are the retail agent.\n\n<policy>\n# Retail agent policy")
+    assert system.startswith("You are the retail agent.\n\nFollow this policy:\n<policy>\n# Retail agent policy")
     assert '"name": "exchange_delivered_order_items"' in system and system.endswith(CALL_FORMAT)
     assert messages[1:] == [
         {"role": "assistant", "content": GREETING},
         {"role": "user", "content": "I want to exchange two items."},
     ]
     assert len(info["tools"]) == 15 and info["domain"] == "retail"
+
+
+def test_the_policy_can_be_left_out_for_small_contexts(make_env):
+    messages, _ = make_env("retail", "0", {"include_policy": False, "tool_prompt": "compact"}).init([])
+    assert "<policy>" not in messages[0]["content"]
+    assert "- get_order_details(order_id: string): Get the status and details of an order." in messages[0]["content"]
+    assert len(messages[0]["content"]) < 3000
 
 
 def test_a_tool_call_answers_with_the_official_output(make_env):
@@ -166,6 +173,7 @@ def test_transfer_can_be_left_to_the_user(make_env, gold, as_tool_call):
         ({"max_turn": 3}, "environment.skyrl_gym.tau_bench: unknown key(s) ['max_turn']"),
         ({"max_turns": 0}, "environment.skyrl_gym.tau_bench.max_turns: must be an int >= 1, got 0"),
         ({"tool_prompt": "tiny"}, "environment.skyrl_gym.tau_bench.tool_prompt: expected one of"),
+        ({"include_policy": "no"}, "environment.skyrl_gym.tau_bench.include_policy: must be true or false, got 'no'"),
         ({"user": {"kind": "human"}}, "environment.skyrl_gym.tau_bench.user.kind: expected one of"),
         (
             {"user": {"kind": "llm", "model": "m"}},
