@@ -336,7 +336,7 @@ class TrainerConfig:
         "(counts per stop reason, a sample error); 1.0 = never stop.",
     )
     seed: int = knob(42, "Random seed for data order, sampling and init.")
-    bf16: bool = knob(True, "Train in bfloat16 mixed precision.")
+    bf16: bool = knob(True, "Load, train and generate with the models in bfloat16 (false: float32).")
     max_prompt_length: int = knob(512, "Max prompt tokens; longer dataset prompts are dropped.")
     flash_attn: bool = knob(False, "Use flash attention (flash-attn) in the models.")
     disable_fast_tokenizer: bool = knob(False, "Load the slow (Python) tokenizer.")
