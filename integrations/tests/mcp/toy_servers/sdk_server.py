@@ -3,7 +3,8 @@
 ``python sdk_server.py [--transport stdio|streamable-http] [--port N]``. Tools: ``echo``, ``add``, ``pid`` (which
 process answers, to tell a reused session from a restarted one), ``sleep`` (an async wait: the server stays
 responsive), ``freeze`` (blocks the server's event loop: the server is wedged until it returns), ``big`` (``n``
-characters), ``fail`` (a tool error) and ``crash`` (the process exits mid-call).
+characters), ``fail`` (a tool error) and ``crash`` (the process exits mid-call). If the environment variable
+``TOY_SERVER_DOWN_FLAG`` names a file that exists, the server exits with status 1 on start (a host gone down).
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
+    down_flag = os.environ.get("TOY_SERVER_DOWN_FLAG")
+    if down_flag and os.path.exists(down_flag):
+        raise SystemExit(f"toy server: {down_flag} exists, refusing to start")
     parser = argparse.ArgumentParser()
     parser.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio")
     parser.add_argument("--port", type=int, default=8000)
