@@ -272,6 +272,17 @@ def _check_algorithm(cfg: SkyRLConfig, problems: list[str]) -> None:
             "trainer.algorithm.use_kl_in_reward and trainer.algorithm.use_kl_loss are mutually exclusive; "
             "set one of them to false."
         )
+    if cfg.generator.step_wise_trajectories and a.advantage_estimator == "gae":
+        problems.append(
+            "generator.step_wise_trajectories=true gives each trajectory one advantage, broadcast to its turns; "
+            "trainer.algorithm.advantage_estimator='gae' needs per-token values across turns and is not supported."
+        )
+    ds = a.dynamic_sampling
+    _at_least(problems, "trainer.algorithm.dynamic_sampling.max_sample_batches", ds.max_sample_batches, 1)
+    if not 0 <= ds.min_replace_ratio <= 1:
+        problems.append(
+            f"trainer.algorithm.dynamic_sampling.min_replace_ratio must be in [0, 1], got {ds.min_replace_ratio}."
+        )
     opc = a.off_policy_correction
     if _off_policy_on(cfg):
         if cfg.generator.sampling_params.logprobs is None:

@@ -230,3 +230,21 @@ def test_all_rule_violations_are_reported_together():
         "trainer.algorithm.loss_reduction",
         "trainer.train_batch_size",
     }
+
+
+def test_step_wise_training_refuses_gae():
+    problem = only_problem(
+        "generator.step_wise_trajectories=true",
+        "trainer.algorithm.advantage_estimator=gae",
+        "trainer.critic.model.path=/some/critic",
+    )
+    assert problem.startswith("generator.step_wise_trajectories=true") and "'gae'" in problem
+
+
+def test_dynamic_sampling_bounds():
+    assert only_problem("trainer.algorithm.dynamic_sampling.max_sample_batches=0") == (
+        "trainer.algorithm.dynamic_sampling.max_sample_batches must be >= 1, got 0."
+    )
+    assert only_problem("trainer.algorithm.dynamic_sampling.min_replace_ratio=1.5") == (
+        "trainer.algorithm.dynamic_sampling.min_replace_ratio must be in [0, 1], got 1.5."
+    )
