@@ -112,7 +112,14 @@ def test_credentials_are_secrets_passed_at_launch_never_values_in_the_file(parse
 @pytest.mark.parametrize("name", ["grpo", "gsm8k"])
 def test_training_tasks_declare_the_run_envs(parsed, name):
     envs = parsed[name]["envs"]
-    for key in ("MODEL", "DATA_VERSION", "RUN_NAME", "RESUME_RUN_NAME", "S3_CHECKPOINT_BUCKET", "S3_TRAJECTORY_BUCKET"):
+    for key in (
+        "MODEL",
+        "RUN_NAME",
+        "RESUME_RUN_NAME",
+        "S3_CHECKPOINT_BUCKET",
+        "S3_TRAJECTORY_BUCKET",
+        "EXTRA_OVERRIDES",
+    ):
         assert key in envs, key
     assert envs["RUN_NAME"] == "" and envs["RESUME_RUN_NAME"] == ""
     assert envs["SKYRL_RAY_PORT"] != str(bootstrap.SKYPILOT_RAY_PORT)
@@ -120,6 +127,8 @@ def test_training_tasks_declare_the_run_envs(parsed, name):
 
 def test_grpo_mounts_its_data_version_from_s3(parsed):
     task = parsed["grpo"]
+    assert task["envs"]["DATA_VERSION"] == "v1"
+    assert "DATA_VERSION" not in parsed["gsm8k"]["envs"]  # generated data: an env nothing reads is not declared
     assert task["file_mounts"] == {"/data/skyrl": "s3://skyrl-datasets/v1"}
     assert "OPENAI_API_KEY" in task["inline_secrets"] and "TAVILY_API_KEY" in task["inline_secrets"]
 

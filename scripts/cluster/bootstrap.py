@@ -187,10 +187,13 @@ def _wait(condition, timeout: float, what: str, ray_proc: subprocess.Popen | Non
 
 
 def alive_nodes(address: str) -> int:
-    """Alive nodes of the Ray cluster at `address` (a short-lived driver connection)."""
+    """Alive nodes of the Ray cluster at `address` (a short-lived driver connection); 0 while it refuses drivers."""
     import ray
 
-    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except ConnectionError:  # the GCS port is open before the head accepts drivers
+        return 0
     try:
         return sum(1 for n in ray.nodes() if n.get("Alive"))
     finally:
