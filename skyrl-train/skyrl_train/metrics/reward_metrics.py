@@ -115,14 +115,7 @@ def compute_reward_metrics(
             [failed[i] for i in indices],
         )
 
-    metrics = group(list(range(len(rewards))))
-    if data_sources is not None:
-        by_source: dict[str, list[int]] = defaultdict(list)
-        for i, source in enumerate(data_sources):
-            by_source[sanitize_metric_key(source)].append(i)
-        for source, indices in sorted(by_source.items()):
-            metrics.update({f"{source}/{key}": value for key, value in group(indices).items()})
-    return metrics
+    return with_data_sources(group, len(rewards), data_sources)
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
