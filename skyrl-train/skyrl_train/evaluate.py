@@ -4,7 +4,9 @@ Metric names follow upstream: `eval/<data_source>/{avg_score, pass_at_<n>, mean_
 under `eval/all/`, and the rollout metrics under `eval/all/generate/...`. `avg_score` is the mean trajectory
 return (the same definition as training's `reward/avg_raw_reward`, from `skyrl_train.metrics`). Every figure is
 over all trajectories: one that ended in an infrastructure failure is not solved and scores 0, and
-`eval/<data_source>/infra_failure_rate` says how many did. In step-wise mode a trajectory counts once.
+`eval/<data_source>/infra_failure_rate` says how many did. In step-wise mode a trajectory counts once. With
+`generator.eval_n_samples_per_prompt` = n > 1, `pass_hat_<k>` (k = 1..n) measures consistency over repeated trials
+(tau-bench's pass^k: all k of k trials solved).
 
 Dumps (upstream layout): `<export_path>/dumped_evals/global_step_<N>_evals/<data_source>.jsonl`, one row per
 trajectory (per turn in step-wise mode), and `aggregated_results.jsonl` with the metrics. A row has upstream's
@@ -36,7 +38,7 @@ from typing import Any
 
 from skyrl_train.generators.base import GeneratorInterface, GeneratorOutput
 from skyrl_train.generators.utils import get_rollout_metrics
-from skyrl_train.metrics import sanitize_metric_key
+from skyrl_train.metrics import pass_hat_k_metrics, sanitize_metric_key, trajectory_solved
 from skyrl_train.storage.secrets import scrub_secret_values, secret_env_values
 from skyrl_train.tracking import redact_secrets
 from skyrl_train.trainer_utils import Rollouts, prepare_generator_input, reward_metrics, row_input_indices
@@ -79,6 +81,8 @@ async def evaluate(
         for key, value in reward_metrics(rollouts, n).items()
         if key.rpartition("/")[2] not in _DROPPED
     }
+    if n > 1:
+        metrics.update({_eval_metric_name(key): value for key, value in _pass_hat_k(rollouts).items()})
     rollout = get_rollout_metrics(
         output["response_ids"], output["stop_reasons"], env_classes, output["env_metrics"], output.get("is_last_step")
     )
@@ -86,6 +90,15 @@ async def evaluate(
     if dump_dir is not None:
         dump_eval_results(dump_dir, output, env_classes, env_extras, rollouts.data_sources, tokenizer, metrics)
     return metrics
+
+
+def _pass_hat_k(rollouts: Rollouts) -> dict[str, float]:
+    """pass^k over the repeated trials of each prompt (`skyrl_train.metrics.pass_hat_k_metrics`)."""
+    rows = rollouts.trajectory_rows()
+    failed = rollouts.infra_failed()
+    env_metrics = rollouts.output.get("env_metrics") or [None] * rollouts.num_rows
+    solved = [not failed[i] and trajectory_solved(rollouts.output["rewards"][i], env_metrics[i]) for i in rows]
+    return pass_hat_k_metrics(solved, [rollouts.uids[i] for i in rows], [rollouts.data_sources[i] for i in rows])
 
 
 def dump_eval_results(dump_dir: Path, output, env_classes, env_extras, data_sources, tokenizer, metrics) -> None:

@@ -2,6 +2,8 @@
 
 from skyrl_train.metrics.reward_metrics import (
     compute_reward_metrics,
+    pass_hat_k,
+    pass_hat_k_metrics,
     sanitize_metric_key,
     trajectory_outcome,
     trajectory_return,
@@ -10,6 +12,8 @@ from skyrl_train.metrics.reward_metrics import (
 
 __all__ = [
     "compute_reward_metrics",
+    "pass_hat_k",
+    "pass_hat_k_metrics",
     "sanitize_metric_key",
     "trajectory_outcome",
     "trajectory_return",
