@@ -24,7 +24,10 @@ sys.path.insert(0, str(REPO_ROOT / "scripts" / "cluster"))
 import bootstrap  # noqa: E402
 import sizing  # noqa: E402
 
-TASKS = ["eval", "grpo", "gsm8k"]
+TASKS = ["eval", "grpo", "gsm8k", "tau_bench"]
+TRAINING_TASKS = ["grpo", "gsm8k", "tau_bench"]
+# Envs the YAMLs leave null (SkyPilot refuses to launch without them).
+REQUIRED_ENVS = ["EVAL_RUN_NAME=grpo-20261123-101500", "USER_BASE_URL=http://127.0.0.1:9/v1", "USER_MODEL=user-llm"]
 GPU_CHOICES = [{"accelerators": {"B200": 8}}, {"accelerators": {"H200": 8}}]
 REQUIRED_SECRETS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
 
@@ -47,7 +50,8 @@ def _check_tasks(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 def parsed(tmp_path_factory) -> dict[str, dict]:
     """Every task YAML through `sky.Task.from_yaml_config`, offline, with an empty HOME (no credentials)."""
     files = [f"tasks/{name}.yaml" for name in TASKS]
-    result = _check_tasks(*files, "--env", "EVAL_RUN_NAME=grpo-20261123-101500", home=tmp_path_factory.mktemp("home"))
+    env_args = [arg for env in REQUIRED_ENVS for arg in ("--env", env)]
+    result = _check_tasks(*files, *env_args, home=tmp_path_factory.mktemp("home"))
     assert result.returncode == 0, result.stderr[-3000:]
     return {Path(task["file"]).stem: task for task in json.loads(result.stdout)}
 
@@ -56,10 +60,10 @@ def test_every_task_yaml_is_tested():
     assert sorted(p.stem for p in (REPO_ROOT / "tasks").glob("*.yaml")) == TASKS
 
 
-@pytest.mark.parametrize("name", ["grpo", "gsm8k"])
+@pytest.mark.parametrize("name", TRAINING_TASKS)
 def test_gpu_tasks_ask_for_any_of_8_b200_or_8_h200_on_one_node(parsed, name):
     task = parsed[name]
-    assert task["name"] == f"skyrl-{name}"
+    assert task["name"] == f"skyrl-{name.replace('_', '-')}"
     assert task["num_nodes"] == 1
     assert task["resources_mode"] == "any_of"
     disk = {r["disk_size"] for r in task["resources"]}
@@ -72,7 +76,7 @@ def test_gpu_tasks_ask_for_any_of_8_b200_or_8_h200_on_one_node(parsed, name):
 
 @pytest.mark.parametrize(
     "name, lora_rank, use_ref, seq_len",
-    [("grpo", 0, True, 16384 + 1024), ("gsm8k", 0, False, 384 + 64)],
+    [("grpo", 0, True, 16384 + 1024), ("gsm8k", 0, False, 384 + 64), ("tau_bench", 32, False, 16384 + 1024)],
 )
 def test_gpu_task_disk_holds_the_checkpoints_sizing_computes(parsed, name, lora_rank, use_ref, seq_len):
     task = parsed[name]
@@ -100,6 +104,8 @@ def test_credentials_are_secrets_passed_at_launch_never_values_in_the_file(parse
     assert set(REQUIRED_SECRETS) <= set(task["launch_secrets"])
     if name != "eval":
         assert "WANDB_API_KEY" in task["launch_secrets"]
+    if name == "tau_bench":
+        assert "OPENAI_API_KEY" in task["launch_secrets"]  # the user simulator's endpoint
     raw = (REPO_ROOT / "tasks" / f"{name}.yaml").read_text()
     import yaml
 
@@ -109,7 +115,7 @@ def test_credentials_are_secrets_passed_at_launch_never_values_in_the_file(parse
     assert not [k for k in task["envs"] if any(word in k for word in credential_words)], task["envs"]
 
 
-@pytest.mark.parametrize("name", ["grpo", "gsm8k"])
+@pytest.mark.parametrize("name", TRAINING_TASKS)
 def test_training_tasks_declare_the_run_envs(parsed, name):
     envs = parsed[name]["envs"]
     for key in (
@@ -143,7 +149,7 @@ def _job_command(name: str, tmp_path: Path, **env: str) -> dict:
     task = yaml.safe_load((REPO_ROOT / "tasks" / f"{name}.yaml").read_text())
     run_env = {
         **os.environ,
-        **{k: str(v) for k, v in task["envs"].items()},
+        **{k: str(v) for k, v in task["envs"].items() if v is not None},
         "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2",
         "SKYPILOT_NUM_GPUS_PER_NODE": "8",
         "SKYRL_OUTPUT_DIR": str(tmp_path),
@@ -173,6 +179,25 @@ def test_gsm8k_run_passes_only_overrides_the_config_accepts(tmp_path):
     assert job["log_file"] == f"{tmp_path}/run-1/job.log"
 
 
+def test_tau_bench_run_passes_overrides_the_config_and_the_env_accept(tmp_path):
+    from skyrl_integrations.tau_bench.config import TauBenchEnvConfig
+
+    job = _job_command(
+        "tau_bench", tmp_path, SKYPILOT_NODE_RANK="0", USER_BASE_URL="http://10.0.0.9:8000/v1", USER_MODEL="user-llm"
+    )
+    cfg = load_config(job["command"][3:] + job["overrides"])
+    assert cfg.environment.env_class == "tau_bench"
+    assert cfg.trainer.policy.model.lora.rank == 32
+    env_cfg = TauBenchEnvConfig.from_env_config(cfg.environment.skyrl_gym.get_env_config("tau_bench"))
+    assert env_cfg.user == {
+        "kind": "llm",
+        "base_url": "http://10.0.0.9:8000/v1",
+        "model": "user-llm",
+        "strategy": "llm",
+    }
+    assert (tmp_path / "data" / "tau_bench" / "retail" / "train.jsonl").stat().st_size > 0
+
+
 def test_grpo_run_is_refused_only_for_the_features_not_built_yet(tmp_path):
     # rank 1 skips the dataset check of /data/skyrl (mounted from S3 on a cluster); the dry run prints rank 0's job.
     job = _job_command("grpo", tmp_path, SKYPILOT_NODE_RANK="1", EXTRA_OVERRIDES="trainer.epochs=2")
@@ -183,8 +208,9 @@ def test_grpo_run_is_refused_only_for_the_features_not_built_yet(tmp_path):
         load_config(job["command"][3:] + job["overrides"])
     problems = [line.strip() for line in str(refused.value).splitlines() if line.strip().startswith("- ")]
     refused_keys = [p.removeprefix("- ").split("=")[0] for p in problems]
-    assert refused_keys[0] == "trainer.strategy" and "generator.backend" in refused_keys, problems
+    assert "generator.backend" in refused_keys, problems
     # Every refusal is one of the two unbuilt features (fsdp2 on Ray, vLLM), never a key the config does not know.
+    # (fsdp2 is being built: once the config accepts it, only the vLLM lines remain.)
     unbuilt = ("multi-process training (trainer.strategy=fsdp2 on Ray)", "vLLM and remote engines")
     assert all("is not implemented in this fork" in p and any(f in p for f in unbuilt) for p in problems), problems
 

@@ -88,3 +88,23 @@ def test_unknown_task_is_refused_before_any_launch(fake_sky):
     assert result.returncode == 2
     assert calls == []
     assert "tasks/nope.yaml" in result.stderr
+
+
+def test_launch_workflow_dispatch_inputs_retries_and_final_sky_down():
+    import yaml
+
+    workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "launch.yaml").read_text())
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert list(triggers) == ["workflow_dispatch"]
+    inputs = triggers["workflow_dispatch"]["inputs"]
+    assert {"task", "model", "data_version", "resume_run_name", "nodes"} <= set(inputs)
+    assert sorted(inputs["task"]["options"]) == sorted(p.stem for p in (REPO_ROOT / "tasks").glob("*.yaml"))
+    steps = workflow["jobs"]["launch"]["steps"]
+    launch = next(s for s in steps if s.get("name") == "Launch")
+    assert "bash scripts/cluster/launch.sh" in launch["run"]
+    secrets = {k: v for k, v in launch["env"].items() if "secrets." in str(v)}
+    assert set(launch["env"]["LAUNCH_SECRETS"].split()) == set(secrets)  # every secret passed is a repository secret
+    assert all(v == f"${{{{ secrets.{k} }}}}" for k, v in secrets.items())
+    down = next(s for s in steps if s.get("name") == "sky down")
+    assert down["if"] == "always()" and 'sky down --yes "$CLUSTER"' in down["run"]
+    assert steps.index(down) > steps.index(launch)
