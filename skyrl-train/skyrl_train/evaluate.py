@@ -37,11 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_train.generators.base import GeneratorInterface, GeneratorOutput
-from skyrl_train.generators.utils import get_rollout_metrics
 from skyrl_train.metrics import pass_hat_k_metrics, sanitize_metric_key, trajectory_solved
 from skyrl_train.storage.secrets import scrub_secret_values, secret_env_values
 from skyrl_train.tracking import redact_secrets
-from skyrl_train.trainer_utils import Rollouts, prepare_generator_input, reward_metrics, row_input_indices
+from skyrl_train.trainer_utils import Rollouts, prepare_generator_input, reward_metrics
 from skyrl_train.utils.fs import atomic_write_text
 
 _EVAL_NAMES = {"avg_raw_reward": "avg_score"}
@@ -59,7 +58,7 @@ async def evaluate(
 ) -> dict[str, float]:
     """Run the eval set once; returns the `eval/*` metrics and (if `dump_dir`) writes the dumps there."""
     n = cfg.generator.eval_n_samples_per_prompt
-    parts, env_classes, env_extras = [], [], []
+    parts = []
     for batch in eval_loader:
         generator_input, batch_uids = prepare_generator_input(
             batch,
@@ -71,11 +70,7 @@ async def evaluate(
         )
         output = await generator.generate(generator_input)
         parts.append(Rollouts.from_generation(generator_input, batch_uids, output))
-        rows = row_input_indices(output)
-        env_classes += [generator_input["env_classes"][i] for i in rows]
-        env_extras += [generator_input["env_extras"][i] for i in rows]
     rollouts = Rollouts.concatenate(parts)
-    output = rollouts.output
     metrics = {
         _eval_metric_name(key): value
         for key, value in reward_metrics(rollouts, n).items()
@@ -83,12 +78,9 @@ async def evaluate(
     }
     if n > 1:
         metrics.update({_eval_metric_name(key): value for key, value in _pass_hat_k(rollouts).items()})
-    rollout = get_rollout_metrics(
-        output["response_ids"], output["stop_reasons"], env_classes, output["env_metrics"], output.get("is_last_step")
-    )
-    metrics.update({f"eval/all/{key}": value for key, value in rollout.items()})
+    metrics.update({f"eval/all/{key}": value for key, value in rollouts.rollout_metrics().items()})
     if dump_dir is not None:
-        dump_eval_results(dump_dir, output, env_classes, env_extras, rollouts.data_sources, tokenizer, metrics)
+        dump_eval_results(dump_dir, rollouts, tokenizer, metrics)
     return metrics
 
 
@@ -101,14 +93,14 @@ def _pass_hat_k(rollouts: Rollouts) -> dict[str, float]:
     return pass_hat_k_metrics(solved, [rollouts.uids[i] for i in rows], [rollouts.data_sources[i] for i in rows])
 
 
-def dump_eval_results(dump_dir: Path, output, env_classes, env_extras, data_sources, tokenizer, metrics) -> None:
+def dump_eval_results(dump_dir: Path, rollouts: Rollouts, tokenizer, metrics: dict[str, float]) -> None:
     """One JSONL per data source (rows as in the module doc), plus `aggregated_results.jsonl`."""
     dump_dir.mkdir(parents=True, exist_ok=True)
     secrets = secret_env_values()
     rows_by_source: dict[str, list[str]] = defaultdict(list)
-    for i, source in enumerate(data_sources):
-        row = redact_secrets(dump_row(output, i, env_classes[i], env_extras[i], source, tokenizer))
-        line = scrub_secret_values(json.dumps(row, default=str).encode(), secrets).decode()
+    for i, source in enumerate(rollouts.data_sources):
+        row = dump_row(rollouts.output, i, rollouts.env_classes[i], rollouts.env_extras[i], source, tokenizer)
+        line = scrub_secret_values(json.dumps(redact_secrets(row), default=str).encode(), secrets).decode()
         rows_by_source[sanitize_metric_key(source)].append(line)
     for source, rows in rows_by_source.items():
         atomic_write_text(dump_dir / f"{source}.jsonl", "\n".join(rows) + "\n")

@@ -48,7 +48,6 @@ from skyrl_train.trainer_utils import (
     build_training_batch,
     prepare_generator_input,
     reward_metrics,
-    row_input_indices,
 )
 
 logger = logging.getLogger(__name__)
@@ -130,14 +129,18 @@ class PPOTrainer:
         start_epoch = self.global_step // len(self.train_loader)
         progress = step_progress(self.total_steps, initial=self.global_step, desc="train")
         metrics: dict[str, Any] = {}
+        drawn: list[Rollouts] = []
         for epoch in range(start_epoch, t.epochs):
             for batch in self.train_loader:
-                rollouts = await self.generate(batch, metrics)
+                drawn.append(await self.generate(batch, metrics))
+                rollouts = drawn[-1]
                 if self.dynamic_sampler is not None:
                     rollouts = self.dynamic_sampler.add(rollouts)
                     if rollouts is None:
                         continue
                     metrics.update(self.dynamic_sampler.metrics())
+                metrics.update(self._generation_metrics(drawn))
+                drawn = []
                 self.global_step += 1
                 metrics.update({"trainer/epoch": epoch, "trainer/global_step": self.global_step})
                 with self._timer("step", metrics):
@@ -178,14 +181,17 @@ class PPOTrainer:
                 metrics.update(await self.eval())
 
     async def generate(self, batch: dict[str, list], metrics: dict[str, Any]) -> Rollouts:
-        """Generate `n_samples_per_prompt` trajectories per prompt of `batch`; adds the timing, rollout and reward
-        metrics to `metrics` (with dynamic sampling, the reward metrics of the last batch drawn and the timing and
-        token counts of all of them).
-        Raises `InfraFailureError` when too many trajectories ended in infrastructure failures."""
+        """Generate `n_samples_per_prompt` trajectories per prompt of `batch`, adding the generation time and token
+        counts to `metrics` (summed over the batches drawn for one step). Raises `InfraFailureError` when too many
+        trajectories ended in infrastructure failures."""
         cfg = self.cfg
-        n = cfg.generator.n_samples_per_prompt
         generator_input, uids = prepare_generator_input(
-            batch, n, cfg.generator.sampling_params, cfg.environment.env_class, "train", self.global_step + 1
+            batch,
+            cfg.generator.n_samples_per_prompt,
+            cfg.generator.sampling_params,
+            cfg.environment.env_class,
+            "train",
+            self.global_step + 1,
         )
         with self._timer("generate", metrics, accumulate=True):
             async with self._generation_phase():
@@ -194,10 +200,18 @@ class PPOTrainer:
         tokens = metrics.get("generate/rollout_tokens", 0) + sum(len(ids) for ids in output["response_ids"])
         metrics["generate/rollout_tokens"] = tokens
         metrics["generate/rollout_tokens_per_s"] = tokens / max(metrics["timing/generate"], 1e-9)
-        metrics.update(output.get("rollout_metrics") or {})
-        metrics.update(_prefixed("reward", _train_reward_names(reward_metrics(rollouts, n), n)))
-        check_infra_failures(rollouts, generator_input["env_classes"], cfg.trainer.max_infra_failure_ratio)
+        metrics.update(output.get("rollout_metrics") or {})  # a custom generator's own keys
+        check_infra_failures(rollouts, cfg.trainer.max_infra_failure_ratio)
         return rollouts
+
+    def _generation_metrics(self, drawn: list[Rollouts]) -> dict[str, float]:
+        """Rollout and reward metrics over every trajectory generated for the step: with dynamic sampling, the
+        groups that were dropped count too (they are what the policy did)."""
+        everything = Rollouts.concatenate(drawn)
+        n = self.cfg.generator.n_samples_per_prompt
+        metrics = everything.rollout_metrics()
+        metrics.update(_prefixed("reward", _train_reward_names(reward_metrics(everything, n), n)))
+        return metrics
 
     async def train_step(self, rollouts: Rollouts) -> dict[str, Any]:
         """Learn from one batch of generated trajectories; returns the step's metrics."""
@@ -396,7 +410,7 @@ def _trajectory_sums(row_values: torch.Tensor, is_last_step: torch.Tensor) -> to
     return torch.zeros(int(is_last_step.sum()), dtype=row_values.dtype).scatter_add(0, trajectory, row_values)
 
 
-def check_infra_failures(rollouts: Rollouts, env_classes: list[str], max_ratio: float) -> None:
+def check_infra_failures(rollouts: Rollouts, max_ratio: float) -> None:
     """Raise `InfraFailureError` if more than `max_ratio` of the trajectories ended in infrastructure failures,
     naming the count per stop reason and one failure's env, prompt and error."""
     rows = rollouts.trajectory_rows()
@@ -405,11 +419,10 @@ def check_infra_failures(rollouts: Rollouts, env_classes: list[str], max_ratio: 
         return
     reasons = Counter(rollouts.output["stop_reasons"][i] for i in failed_rows)
     sample = failed_rows[0]
-    trajectory = row_input_indices(rollouts.output)[sample]
     error = (rollouts.output.get("env_metrics") or [{}] * rollouts.num_rows)[sample].get(INFRA_ERROR_KEY, "unknown")
     raise InfraFailureError(
         f"{len(failed_rows)} of {len(rows)} trajectories ended in infrastructure failures, more than "
         f"trainer.max_infra_failure_ratio={max_ratio}: "
         + ", ".join(f"{reason}: {count}" for reason, count in reasons.most_common())
-        + f". First failure (env {env_classes[trajectory]!r}, prompt uid {rollouts.uids[sample]}): {error}"
+        + f". First failure (env {rollouts.env_classes[sample]!r}, prompt uid {rollouts.uids[sample]}): {error}"
     )

@@ -18,6 +18,7 @@ from skyrl_train.generators.base import (
     TrajectoryID,
     TrajectoryStopReason,
 )
+from skyrl_train.generators.utils import get_rollout_metrics
 from skyrl_train.inference_engines.base import SamplingParams
 from skyrl_train.metrics import compute_reward_metrics
 from skyrl_train.training_batch import TrainingInputBatch
@@ -61,13 +62,14 @@ class Rollouts:
     """Generated trajectories of some prompts, with the per-row facts the trainer needs beside the output.
 
     Rows are trajectories, or turns in step-wise mode (`output["is_last_step"]` marks each trajectory's last
-    row; a trajectory's rows are contiguous). `uids[i]` is the prompt uid of row i (the GRPO group) and
-    `data_sources[i]` its data source.
+    row; a trajectory's rows are contiguous). Row i belongs to prompt `uids[i]` (its GRPO group), ran in env
+    `env_classes[i]` with the row's `env_extras[i]` (whose `data_source` is `data_sources[i]`).
     """
 
     output: GeneratorOutput
     uids: list[str]
-    data_sources: list[str | None]
+    env_classes: list[str]
+    env_extras: list[dict[str, Any]]
 
     @classmethod
     def from_generation(
@@ -81,11 +83,20 @@ class Rollouts:
                 "(a generator must keep one trajectory per input, in input order)"
             )
         extras = generator_input.get("env_extras") or [{} for _ in input_uids]
-        return cls(output, [input_uids[i] for i in inputs], [(extras[i] or {}).get("data_source") for i in inputs])
+        return cls(
+            output,
+            [input_uids[i] for i in inputs],
+            [generator_input["env_classes"][i] for i in inputs],
+            [extras[i] or {} for i in inputs],
+        )
 
     @property
     def num_rows(self) -> int:
         return len(self.uids)
+
+    @property
+    def data_sources(self) -> list[str | None]:
+        return [extras.get("data_source") for extras in self.env_extras]
 
     def trajectory_rows(self) -> list[int]:
         return trajectory_rows(self.output)
@@ -94,11 +105,22 @@ class Rollouts:
         """Per row: did its trajectory end in an infrastructure failure."""
         return infra_failure_mask(self.output.get("stop_reasons"), self.num_rows)
 
+    def rollout_metrics(self) -> dict[str, float]:
+        """`get_rollout_metrics` of these rows (lengths, stop reasons, failure counters, env metrics)."""
+        output = self.output
+        return get_rollout_metrics(
+            output["response_ids"],
+            output["stop_reasons"],
+            self.env_classes,
+            output["env_metrics"],
+            output.get("is_last_step"),
+        )
+
     def select(self, rows: Sequence[int], uids: Sequence[str] | None = None) -> Rollouts:
         """The given rows, in that order (optionally under new uids: a copied group needs its own)."""
         output = GeneratorOutput(**{key: _rows_of(value, rows) for key, value in self.output.items()})
         new_uids = [self.uids[i] for i in rows] if uids is None else list(uids)
-        return Rollouts(output, new_uids, [self.data_sources[i] for i in rows])
+        return Rollouts(output, new_uids, [self.env_classes[i] for i in rows], [self.env_extras[i] for i in rows])
 
     @staticmethod
     def concatenate(parts: Sequence[Rollouts]) -> Rollouts:
@@ -106,7 +128,8 @@ class Rollouts:
         return Rollouts(
             concatenate_outputs([part.output for part in parts]),
             [uid for part in parts for uid in part.uids],
-            [source for part in parts for source in part.data_sources],
+            [env_class for part in parts for env_class in part.env_classes],
+            [extras for part in parts for extras in part.env_extras],
         )
 
 

@@ -7,6 +7,7 @@ import json
 from skyrl_train.evaluate import dump_eval_results
 from skyrl_train.generators.base import GeneratorOutput, TrajectoryConversation, TrajectoryID
 from skyrl_train.testing import tiny_model, tiny_tokenizer  # noqa: F401
+from skyrl_train.trainer_utils import Rollouts
 
 UPSTREAM_FIELDS = ["input_prompt", "output_response", "score", "stop_reason", "env_class", "env_extras", "data_source"]
 FAKE_KEY = "sk-test-0123456789abcdef"  # pragma: allowlist secret
@@ -29,7 +30,7 @@ def one_row_output(tokenizer, response: str = "It is 4.", **fields) -> Generator
 def dump_one(tmp_path, tokenizer, output, env_extras=None):
     """Dump a one-row output of data source "arith" and return (the parsed row, the file's raw text)."""
     extras = {"data_source": "arith", **(env_extras or {})}
-    dump_eval_results(tmp_path, output, ["gsm8k"], [extras], ["arith"], tokenizer, {})
+    dump_eval_results(tmp_path, Rollouts(output, ["7"], ["gsm8k"], [extras]), tokenizer, {})
     text = (tmp_path / "arith.jsonl").read_text()
     return json.loads(text), text
 
@@ -50,7 +51,12 @@ def test_rows_keep_upstream_fields_in_order(tmp_path, tiny_tokenizer):  # noqa: 
 
 def test_files_are_one_per_data_source_plus_aggregated_results(tmp_path, tiny_tokenizer):  # noqa: F811
     output = one_row_output(tiny_tokenizer)
-    dump_eval_results(tmp_path, output, ["gsm8k"], [{}], ["a/b"], tiny_tokenizer, {"eval/all/pass_at_1": 1.0})
+    dump_eval_results(
+        tmp_path,
+        Rollouts(output, ["7"], ["gsm8k"], [{"data_source": "a/b"}]),
+        tiny_tokenizer,
+        {"eval/all/pass_at_1": 1.0},
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_b.jsonl", "aggregated_results.jsonl"]
     assert json.loads((tmp_path / "aggregated_results.jsonl").read_text()) == {"eval/all/pass_at_1": 1.0}
 

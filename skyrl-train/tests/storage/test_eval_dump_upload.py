@@ -5,6 +5,7 @@ import json
 from skyrl_train.evaluate import dump_eval_results
 from skyrl_train.storage import BackgroundUploader, RetryPolicy, S3Store, queue_eval_dump_upload
 from skyrl_train.testing_s3 import s3_client
+from skyrl_train.trainer_utils import Rollouts
 
 FAKE_OPENAI_KEY = "sk-proj-FAKE0123456789abcdefXYZ"  # pragma: allowlist secret
 
@@ -62,7 +63,7 @@ def test_a_secret_in_an_eval_prompt_never_reaches_s3(tmp_path, s3_server, s3_buc
         "stop_reasons": ["stop"],
     }
     folder = tmp_path / "global_step_2_evals"
-    dump_eval_results(folder, output, ["gsm8k"], [{"data_source": "math"}], ["math"], tiny_tokenizer, {"m": 1.0})
+    dump_eval_results(folder, Rollouts(output, ["0"], ["gsm8k"], [{"data_source": "math"}]), tiny_tokenizer, {"m": 1.0})
     upload(S3Store(s3_client(s3_server), s3_bucket), folder, "evals/run7/global_step_2")
     for key in keys(s3_server, s3_bucket):
         assert FAKE_OPENAI_KEY not in body(s3_server, s3_bucket, key), key

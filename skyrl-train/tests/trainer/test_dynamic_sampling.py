@@ -31,7 +31,7 @@ def rollouts(groups: dict[str, list[float]], failed: frozenset[tuple[str, int]] 
         rollout_logprobs=None,
         env_metrics=[{}] * rows,
     )
-    return Rollouts(output, uids, ["src"] * rows)
+    return Rollouts(output, uids, ["env"] * rows, [{"data_source": "src"}] * rows)
 
 
 def groups_of(batch: Rollouts) -> dict[str, list[float]]:

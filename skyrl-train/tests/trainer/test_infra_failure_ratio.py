@@ -9,7 +9,9 @@ from skyrl_train.trainer import InfraFailureError, check_infra_failures
 from skyrl_train.trainer_utils import Rollouts
 
 
-def rollouts(stop_reasons: list[str], errors: dict[int, str], is_last_step: list[bool] | None = None) -> Rollouts:
+def rollouts(
+    stop_reasons: list[str], errors: dict[int, str], is_last_step: list[bool] | None = None, env: str = "mcp_tool"
+) -> Rollouts:
     rows = len(stop_reasons)
     output = GeneratorOutput(
         prompt_token_ids=[[1]] * rows,
@@ -21,7 +23,7 @@ def rollouts(stop_reasons: list[str], errors: dict[int, str], is_last_step: list
         is_last_step=is_last_step,
         env_metrics=[{"infra_error": errors[i]} if i in errors else {} for i in range(rows)],
     )
-    return Rollouts(output, [str(i // 2) for i in range(rows)], [None] * rows)
+    return Rollouts(output, [str(i // 2) for i in range(rows)], [env] * rows, [{}] * rows)
 
 
 def test_step_over_ratio_stops_with_counts():
@@ -30,7 +32,7 @@ def test_step_over_ratio_stops_with_counts():
         {0: "ConnectionError: tool server exited with status 1", 1: "timed out", 3: "ConnectionError: again"},
     )
     with pytest.raises(InfraFailureError) as stopped:
-        check_infra_failures(batch, ["mcp_tool"] * 4, max_ratio=0.5)
+        check_infra_failures(batch, max_ratio=0.5)
     assert str(stopped.value) == (
         "3 of 4 trajectories ended in infrastructure failures, more than trainer.max_infra_failure_ratio=0.5: "
         "env_init_failed: 2, timeout: 1. First failure (env 'mcp_tool', prompt uid 0): "
@@ -39,16 +41,16 @@ def test_step_over_ratio_stops_with_counts():
 
 
 def test_at_the_ratio_training_goes_on():
-    check_infra_failures(rollouts(["timeout", "stop"], {0: "timed out"}), ["e", "e"], max_ratio=0.5)
+    check_infra_failures(rollouts(["timeout", "stop"], {0: "timed out"}), max_ratio=0.5)
 
 
 def test_a_ratio_of_one_never_stops():
-    check_infra_failures(rollouts(["timeout", "timeout"], {0: "x", 1: "y"}), ["e", "e"], max_ratio=1.0)
+    check_infra_failures(rollouts(["timeout", "timeout"], {0: "x", 1: "y"}), max_ratio=1.0)
 
 
 def test_step_wise_counts_trajectories_not_turns():
     # Trajectory 0 ran 3 turns fine; trajectory 1 failed at init: 1 of 2 trajectories (not 1 of 4 rows).
-    batch = rollouts(["length", "length", "stop", "env_init_failed"], {3: "boom"}, [False, False, True, True])
-    check_infra_failures(batch, ["e", "e"], max_ratio=0.5)
-    with pytest.raises(InfraFailureError, match=r"^1 of 2 trajectories .* \(env 'f', prompt uid 1\): boom$"):
-        check_infra_failures(batch, ["e", "f"], max_ratio=0.4)
+    batch = rollouts(["length", "length", "stop", "env_init_failed"], {3: "boom"}, [False, False, True, True], env="e")
+    check_infra_failures(batch, max_ratio=0.5)
+    with pytest.raises(InfraFailureError, match=r"^1 of 2 trajectories .* \(env 'e', prompt uid 1\): boom$"):
+        check_infra_failures(batch, max_ratio=0.4)
