@@ -43,6 +43,7 @@ from typing import Any
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import ConversationType
 from skyrl_train.generators.base import (
+    BatchMetadata,
     GeneratorInput,
     GeneratorInterface,
     GeneratorOutput,
@@ -52,6 +53,7 @@ from skyrl_train.generators.base import (
 )
 from skyrl_train.generators.utils import (
     INFRA_ERROR_KEY,
+    GenerationProgress,
     ObservationEncoder,
     apply_overlong_filtering,
     encode_chat,
@@ -211,6 +213,9 @@ class SkyRLGymGenerator(GeneratorInterface):
                 prompts, env_classes, env_extras, trajectory_ids, strict=True
             )
         ]
+        progress = GenerationProgress(len(tasks), _progress_label(input_batch.get("batch_metadata")))
+        for task in tasks:
+            task.add_done_callback(progress.finished_one)
         try:
             trajectories = await asyncio.gather(*tasks)
         except BaseException:
@@ -504,6 +509,12 @@ class SkyRLGymGenerator(GeneratorInterface):
             logger.warning("%s: close() still running after %ss; not waiting for it", env, ENV_CLOSE_WAIT_SECONDS)
         except Exception:
             logger.warning("%s: close() raised", env, exc_info=True)
+
+
+def _progress_label(metadata: BatchMetadata | None) -> str:
+    if metadata is None:
+        return "generate"
+    return f"generate ({metadata.training_phase}, step {metadata.global_step})"
 
 
 def _describe(error: BaseException | None) -> str:

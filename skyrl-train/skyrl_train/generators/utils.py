@@ -7,7 +7,9 @@ get it through `SkyRLGymGenerator.generate`, and custom generators should call i
 from __future__ import annotations
 
 import dataclasses
+import logging
 import statistics
+import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,6 +20,8 @@ from skyrl_gym.envs.base_text_env import ConversationType
 from skyrl_gym.metrics import aggregate_for_environment
 from skyrl_train.generators.base import TrajectoryStopReason
 from skyrl_train.inference_engines.base import SamplingParams, StopReason
+
+logger = logging.getLogger(__name__)
 
 GENERATOR_COUNTERS: dict[str, str] = {
     "empty_responses": "empty_responses",
@@ -187,3 +191,20 @@ def get_rollout_metrics(
         aggregated = aggregate_for_environment(env_class, episodes)
         metrics.update({f"environment/{env_class}/{key}": value for key, value in aggregated.items()})
     return metrics
+
+
+class GenerationProgress:
+    """Logs how many trajectories of a `generate` call have finished, at most every `interval_s` seconds and once
+    at the end, so a long rollout or eval phase shows progress in a plain log (not only on a terminal)."""
+
+    def __init__(self, total: int, label: str, interval_s: float = 30.0, clock=time.monotonic):
+        self.total, self.label, self.interval_s, self.clock = total, label, interval_s, clock
+        self.done = 0
+        self.start = self.last_logged = clock()
+
+    def finished_one(self, *_: Any) -> None:
+        self.done += 1
+        now = self.clock()
+        if self.done == self.total or now - self.last_logged >= self.interval_s:
+            self.last_logged = now
+            logger.info("%s: %d/%d trajectories done (%.0f s)", self.label, self.done, self.total, now - self.start)

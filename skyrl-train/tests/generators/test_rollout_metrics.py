@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from skyrl_train.generators.utils import get_rollout_metrics
+from skyrl_train.generators.utils import GenerationProgress, get_rollout_metrics
 
 EOS = 2
 FOUR = [1589, 314, 216, 36, 30]
@@ -106,4 +108,17 @@ async def test_env_metrics_are_the_envs_plus_generator_counters(make_generator, 
             "trajectory_timeout": 0,
             "tool_server_failed": 0,
         }
+    ]
+
+
+def test_generation_progress_logs_at_most_every_interval_and_at_the_end(caplog):
+    now = [0.0]
+    progress = GenerationProgress(4, "generate (eval, step 3)", interval_s=30.0, clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="skyrl_train.generators.utils"):
+        for t in (10.0, 31.0, 40.0, 45.0):
+            now[0] = t
+            progress.finished_one()
+    assert [r.getMessage() for r in caplog.records] == [
+        "generate (eval, step 3): 2/4 trajectories done (31 s)",
+        "generate (eval, step 3): 4/4 trajectories done (45 s)",
     ]
