@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
+from skyrl_train.inference_engines.weight_version import WeightVersion
 from skyrl_train.models import DEFAULT_MODEL, load_tokenizer, make_tiny_causal_lm
 
 
@@ -32,3 +34,15 @@ def tiny_model() -> str:
 def tiny_tokenizer(tiny_model: str):
     """Session fixture: the tiny model's tokenizer (SmolLM2's), pad token set. Do not mutate it in tests."""
     return load_tokenizer(tiny_model)
+
+
+def randomize_lora_b(model: torch.nn.Module, std: float = 0.02, seed: int = 0) -> int:
+    """Fill every LoRA B matrix of a peft model with N(0, std²) values, as after training (peft starts them at zero,
+    so a fresh adapter changes nothing), and bump the model's ``WeightVersion``. Returns how many were filled."""
+    generator = torch.Generator().manual_seed(seed)
+    matrices = [p for name, p in model.named_parameters() if ".lora_B." in name]
+    with torch.no_grad():
+        for matrix in matrices:
+            matrix.copy_(torch.randn(matrix.shape, generator=generator) * std)
+    WeightVersion.of(model).bump()
+    return len(matrices)

@@ -12,6 +12,7 @@ from skyrl_train.inference_engines.base import (
 _LAZY = {
     "EngineStats": "skyrl_train.inference_engines.batcher",
     "HFInferenceEngine": "skyrl_train.inference_engines.hf_engine",
+    "WeightVersion": "skyrl_train.inference_engines.weight_version",
 }
 
 
@@ -31,4 +32,5 @@ __all__ = [
     "InferenceEngineOutput",
     "SamplingParams",
     "StopReason",
+    "WeightVersion",
 ]

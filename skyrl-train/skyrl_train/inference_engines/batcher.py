@@ -4,7 +4,8 @@ One `step()` admits a group of waiting requests (one left-padded prefill forward
 sequence by one token with a single decode forward over the whole batch, and retires the sequences that finished.
 Requests therefore join and leave between steps without waiting for each other; see `kv_buffer` for how their KV
 caches of different lengths share one left-padded batch. A prefill takes what it can from the `PrefixCache` (the KV
-of finished sequences and of prefixes shared by a group) and feeds only the rest of each prompt. All torch work
+of finished sequences and of prefixes shared by a group, computed by the current weights: every step reads the
+model's `WeightVersion` and uses the cache at that version) and feeds only the rest of each prompt. All torch work
 happens on the caller's thread (the engine's scheduler thread); the only hand-off is `Request.on_finish`.
 """
 
@@ -22,6 +23,7 @@ from skyrl_train.inference_engines.base import SamplingParams, StopReason
 from skyrl_train.inference_engines.kv_buffer import KVBuffer, compaction_plan
 from skyrl_train.inference_engines.prefix_cache import PrefixCache, PrefixEntry, common_prefix_length
 from skyrl_train.inference_engines.sampling import SamplingBatch, choose_tokens, sampled_logprobs
+from skyrl_train.inference_engines.weight_version import WeightVersion
 
 
 @dataclasses.dataclass(eq=False)
@@ -36,6 +38,8 @@ class Request:
     generator: torch.Generator | None = None
     """Set for seeded requests: every random number this request uses comes from it."""
     ignore_eos: bool = False
+    weight_version: int | None = None
+    """The model's weight version when the request was prefilled (its KV is cached under that version)."""
     response_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
     stop_reason: str | None = None
@@ -99,6 +103,9 @@ class ContinuousBatcher:
         """The group being prefilled: out of `waiting`, not yet in `running` (so a failure still reaches it)."""
         self.buffer = KVBuffer(max_num_seqs)
         self.prefix_cache = PrefixCache(prefix_cache_bytes)
+        self.weight_version = WeightVersion.of(model)
+        self._version = self.weight_version.value
+        """The weight version of the current step."""
         self.last_tokens = torch.zeros(max_num_seqs, dtype=torch.long)
         """The token each running row feeds to the next decode step."""
         self.seen: torch.Tensor | None = None
@@ -117,6 +124,7 @@ class ContinuousBatcher:
         """Admit at most one prefill group, then advance every running sequence by one token."""
         if self.cancel_pending:
             self._drop_cancelled()
+        self._version = self.weight_version.value
         self.admitting = self._next_prefill_group()
         if self.admitting:
             self._prefill(self.admitting)
@@ -147,7 +155,7 @@ class ContinuousBatcher:
         free_rows = self.max_num_seqs - len(self.running)
         while self.waiting and len(group) < free_rows:
             prompt = self.waiting[0].prompt_ids
-            padded = max(widest, len(prompt) - self.prefix_cache.match(prompt)[1])
+            padded = max(widest, len(prompt) - self.prefix_cache.match(prompt, self._version)[1])
             if group and padded * (len(group) + 1) > self.max_prefill_tokens:
                 break
             group.append(self.waiting.popleft())
@@ -158,7 +166,8 @@ class ContinuousBatcher:
         n = len(group)
         self._cache_shared_prefix(group)
         prompts = [r.prompt_ids for r in group]
-        logits, cache, reused = self._prefill_forward(prompts, [self.prefix_cache.match(p) for p in prompts])
+        prefixes = [self.prefix_cache.match(p, self._version) for p in prompts]
+        logits, cache, reused = self._prefill_forward(prompts, prefixes)
         self.stats.prompt_tokens += sum(len(p) for p in prompts)
         self.stats.cached_prompt_tokens += reused
 
@@ -166,6 +175,7 @@ class ContinuousBatcher:
         seen = torch.zeros(n, logits.shape[-1], dtype=torch.bool)
         for i, request in enumerate(group):
             seen[i, request.prompt_ids] = True
+            request.weight_version = self._version
         sampling = SamplingBatch.from_params([r.params for r in group])
         seeded = [(i, r.generator) for i, r in enumerate(group) if r.generator is not None and r.params.temperature]
         tokens, logprobs = self._sample(logits, sampling, seen, seeded)
@@ -177,6 +187,7 @@ class ContinuousBatcher:
                 group[i].prompt_ids,
                 [layer.keys[i, :, -length:] for layer in cache.layers],
                 [layer.values[i, :, -length:] for layer in cache.layers],
+                self._version,
             )
 
         keep = [i for i in range(n) if i not in finished]
@@ -253,13 +264,12 @@ class ContinuousBatcher:
         tokens = group[0].prompt_ids[:shared]
         if shared < _MIN_SHARED_PREFIX:
             return
-        cached = self.prefix_cache.match(tokens)  # at most shared - 1 tokens
+        cached = self.prefix_cache.match(tokens, self._version)  # at most shared - 1 tokens
         if cached[1] >= shared - _MIN_SHARED_PREFIX:
             return
         _, cache, _ = self._prefill_forward([tokens], [cached])
-        self.prefix_cache.insert(
-            tokens, [layer.keys[0] for layer in cache.layers], [layer.values[0] for layer in cache.layers]
-        )
+        keys, values = [layer.keys[0] for layer in cache.layers], [layer.values[0] for layer in cache.layers]
+        self.prefix_cache.insert(tokens, keys, values, self._version)
 
     def _decode(self) -> None:
         rows = len(self.running)
@@ -289,7 +299,8 @@ class ContinuousBatcher:
             for row in finished:
                 request = self.running[row]
                 keys, values = self.buffer.row_kv(row)
-                self.prefix_cache.insert(request.prompt_ids + request.response_ids[:-1], keys, values)
+                tokens = request.prompt_ids + request.response_ids[:-1]
+                self.prefix_cache.insert(tokens, keys, values, request.weight_version)
             self._remove_rows(finished)
 
     def _sample(

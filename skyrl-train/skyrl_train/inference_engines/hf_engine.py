@@ -15,8 +15,10 @@ a generation is in flight; `await engine.sleep()` waits for the in-flight reques
 ones until `await engine.wake_up()`, which makes that hand-over explicit.
 
 Prefix caching: prompts reuse the KV of earlier sequences they start with (see `prefix_cache`). Cached KV belongs to
-the weights that computed it, so whoever changes the weights must go through `sleep()` (or call
-`reset_prefix_cache()`) first: both drop the cache.
+the weights that computed it, so the cache is keyed by the module's `WeightVersion` (see `weight_version`), which
+every weight change bumps (optimizer steps, `load_state_dict`, adapter switches): a prefix cached before a change is
+never reused after it, whether or not the trainer went through `sleep()`. `sleep()` and `reset_prefix_cache()` also
+drop the cache, to free its memory.
 """
 
 from __future__ import annotations
@@ -107,6 +109,12 @@ class HFInferenceEngine(InferenceEngineInterface):
         self._thread.start()
 
     @property
+    def weight_version(self) -> int:
+        """The version of the weights the engine generates with now (`WeightVersion.of(model).value`); requests
+        prefilled from here on use these weights, until the next weight change."""
+        return self._batcher.weight_version.value
+
+    @property
     def stats(self) -> EngineStats:
         """A snapshot of the work counters (forward passes, largest decode batch, tokens, finished requests)."""
         return dataclasses.replace(self._batcher.stats)
@@ -148,8 +156,9 @@ class HFInferenceEngine(InferenceEngineInterface):
         await asyncio.to_thread(self._wait_idle_and_sleep)
 
     async def reset_prefix_cache(self) -> None:
-        """Drop every cached prefix (call after changing the weights outside `sleep`/`wake_up`). Requests already
-        running keep their own KV; no request admitted after this call reuses a prefix cached before it."""
+        """Drop every cached prefix, freeing its memory (a weight change needs no call: the cache is keyed by the
+        weight version). Requests already running keep their own KV; no request admitted after this call reuses a
+        prefix cached before it."""
         with self._cond:
             self._prefix_reset_requested = True
             self._cond.notify_all()

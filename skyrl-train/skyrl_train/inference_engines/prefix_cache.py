@@ -7,8 +7,12 @@ the KV of its longest common prefix with any cached sequence and prefill only th
 
 Entries are finished sequences (prompt + response) and shared prefixes the batcher prefilled once for a group.
 An entry that is a prefix of a newer one is dropped (the newer one serves both); the least recently used entries go
-when the byte budget is exceeded. Entries are only valid for the weights that computed them: the owner must call
-`clear()` whenever the weights change (the engine does so in `sleep()` and `reset_prefix_cache()`).
+when the byte budget is exceeded.
+
+KV is only valid for the weights that computed it, so the cache is keyed by the weight version (`weight_version`):
+every lookup and insert names the version of the weights in use. Versions only grow, so the first call with a newer
+version drops every entry (none can ever match again), and a call with an older one (a request that started before
+a weight change) neither matches nor inserts anything.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class PrefixCache:
         self.nbytes = 0
         self._entries: collections.OrderedDict[int, PrefixEntry] = collections.OrderedDict()
         self._next_key = 0
+        self.version: int | None = None
+        """The weight version of the entries (None before the first call)."""
 
     @property
     def enabled(self) -> bool:
@@ -51,11 +57,13 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def match(self, prompt_ids: list[int], max_length: int | None = None) -> tuple[PrefixEntry | None, int]:
-        """The entry sharing the longest prefix with `prompt_ids`, and that length, at most `max_length` (default
-        len(prompt_ids) - 1: the last prompt token must still be fed to get the next-token logits). (None, 0) when
-        nothing is shared."""
-        if not self._entries:
+    def match(
+        self, prompt_ids: list[int], version: int, max_length: int | None = None
+    ) -> tuple[PrefixEntry | None, int]:
+        """The entry computed by weights `version` sharing the longest prefix with `prompt_ids`, and that length, at
+        most `max_length` (default len(prompt_ids) - 1: the last prompt token must still be fed to get the next-token
+        logits). (None, 0) when nothing is shared."""
+        if not self._at_version(version) or not self._entries:
             return None, 0
         prompt = np.asarray(prompt_ids, dtype=np.int64)
         limit = len(prompt) - 1 if max_length is None else max_length
@@ -69,10 +77,11 @@ class PrefixCache:
         self._entries.move_to_end(best_key)
         return self._entries[best_key], best_length
 
-    def insert(self, token_ids: list[int], keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+    def insert(self, token_ids: list[int], keys: list[torch.Tensor], values: list[torch.Tensor], version: int) -> None:
         """Cache the KV of `token_ids` (per layer [kv_heads, len(token_ids), head_dim]; copied, so the caller may
-        reuse its storage). Skipped when an entry already covers these tokens or the entry alone exceeds the budget."""
-        if not self.enabled or not token_ids:
+        reuse its storage), computed by weights `version`. Skipped when an entry already covers these tokens, the
+        entry alone exceeds the budget, or `version` is older than the cache's."""
+        if not self.enabled or not token_ids or not self._at_version(version):
             return
         tokens = np.asarray(token_ids, dtype=np.int64)
         if any(layer.shape[1] != len(tokens) for layer in (*keys, *values)):
@@ -96,6 +105,15 @@ class PrefixCache:
     def clear(self) -> None:
         self._entries.clear()
         self.nbytes = 0
+
+    def _at_version(self, version: int) -> bool:
+        """Move the cache to `version` if it is newer (dropping every entry); False if it is older."""
+        if self.version is not None and version < self.version:
+            return False
+        if version != self.version:
+            self.clear()
+            self.version = version
+        return True
 
     def _remove(self, key: int) -> None:
         self.nbytes -= self._entries.pop(key).nbytes

@@ -7,12 +7,12 @@ reference is a separate frozen model loaded from ``trainer.ref.model.path``.
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from skyrl_train.inference_engines.weight_version import WeightVersion
 from skyrl_train.models import load_causal_lm
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.forward import batched_response_logprobs
@@ -82,7 +82,9 @@ class RefWorker:
         )
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
-        """Reference logprobs ``[B, R]`` of the response tokens (no grad)."""
-        context = self.model.disable_adapter() if self.disable_adapter else contextlib.nullcontext()
-        with context:
+        """Reference logprobs ``[B, R]`` of the response tokens (no grad). With the policy's adapter disabled, the
+        shared module computes with other weights meanwhile, so its ``WeightVersion`` changes around the pass."""
+        if not self.disable_adapter:
+            return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature)
+        with self.model.disable_adapter(), WeightVersion.of(self.model).changed():
             return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature)

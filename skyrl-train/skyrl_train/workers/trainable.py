@@ -29,6 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from skyrl_train.inference_engines.weight_version import WeightVersion
 from skyrl_train.models import load_tokenizer
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.metrics import aggregate_step_metrics, combine_micro_metrics
@@ -147,6 +148,10 @@ class TrainableWorker:
             num_training_steps=num_training_steps,
         )
         self.max_grad_norm = optimizer_config.max_grad_norm
+        self.weight_version = WeightVersion.of(model)
+        """Bumped by every optimizer step and checkpoint load: an engine generating from ``model`` keys its
+        prefix cache by it."""
+        self.weight_version.track_optimizer(self.optimizer)
         self._loaded_tokenizer = None
 
     # ----------------------------------------------------------------------------------------- subclass hooks
@@ -285,9 +290,7 @@ class TrainableWorker:
                 f"{folder / MODEL_FILE} does not match this model's trainable parameters "
                 f"(missing e.g. {missing}, unexpected e.g. {unexpected}); was it saved with another LoRA setting?"
             )
-        with torch.no_grad():
-            for name, param in self._trainable.items():
-                param.copy_(weights[name])
+        self.model.load_state_dict(weights, strict=False)  # every other key is frozen; bumps `weight_version`
         self.optimizer.load_state_dict(torch.load(folder / OPTIMIZER_FILE, weights_only=True))
         extra = torch.load(folder / EXTRA_STATE_FILE, weights_only=False)
         self.scheduler.load_state_dict(extra["scheduler"])

@@ -10,6 +10,8 @@ import torch
 
 from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams, StopReason
 
+from .conftest import MODEL_KINDS, build_model
+
 PROMPTS = ["Hello", "The capital of France is", "1 2 3 4 5 6 7 8 9 10 11 12", "Once upon a time, in a land far away,"]
 
 
@@ -204,7 +206,8 @@ def assert_logprobs_match_full_forward(model, prompt: list[int], output: dict, t
     assert (expected - torch.tensor(output["response_logprobs"])).abs().max().item() < 1e-3
 
 
-async def test_the_next_turn_reuses_the_kv_of_the_previous_turn(engine, model, tiny_tokenizer):
+async def test_the_next_turn_reuses_the_kv_of_the_previous_turn(any_engine, any_model, tiny_tokenizer):
+    engine, model = any_engine, any_model
     sampling = SamplingParams(temperature=0.7, max_generate_length=10, additional_kwargs={"ignore_eos": True})
     turn1 = token_ids(tiny_tokenizer, SYSTEM + "What was the close of MSFT?")
     first = await generate_one(engine, turn1, sampling)
@@ -217,8 +220,9 @@ async def test_the_next_turn_reuses_the_kv_of_the_previous_turn(engine, model, t
 
 
 async def test_a_group_prefills_its_shared_prefix_once_and_generates_what_each_prompt_alone_would(
-    engine, model, tiny_tokenizer
+    any_engine, any_model, tiny_tokenizer
 ):
+    engine, model = any_engine, any_model
     # GRPO-shaped: two questions, two samples each, behind one system prompt; tails of equal length.
     questions = [token_ids(tiny_tokenizer, SYSTEM + f"Question number {i}?") for i in (1, 2)]
     assert len(questions[0]) == len(questions[1])
@@ -229,14 +233,18 @@ async def test_a_group_prefills_its_shared_prefix_once_and_generates_what_each_p
     assert engine.stats.cached_prompt_tokens == 4 * shared
     assert engine.stats.prompt_tokens == 4 * len(questions[0])
     assert engine.stats.prefilled_tokens == shared + 4 * (len(questions[0]) - shared)
-    for prompt, response in zip(prompts, output["response_ids"], strict=True):
-        expected = model.generate(torch.tensor([prompt]), max_new_tokens=8, min_new_tokens=8, do_sample=False)
+    for prompt, response, logprobs in zip(prompts, output["response_ids"], output["response_logprobs"], strict=True):
+        expected = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=8, min_new_tokens=8, do_sample=False)
         assert response == expected[0, len(prompt) :].tolist()
+        assert_logprobs_match_full_forward(
+            model, prompt, {"response_ids": response, "response_logprobs": logprobs}, temperature=1.0
+        )
 
 
 async def test_a_prefill_group_mixing_a_cache_hit_and_a_miss_generates_what_each_prompt_alone_would(
-    engine, model, tiny_tokenizer
+    any_engine, any_model, tiny_tokenizer
 ):
+    engine, model = any_engine, any_model
     sampling = SamplingParams(temperature=0.7, max_generate_length=6, additional_kwargs={"ignore_eos": True})
     long_prompt = token_ids(tiny_tokenizer, SYSTEM * 2)
     first = await generate_one(engine, long_prompt, sampling)
@@ -253,7 +261,8 @@ async def test_a_prefill_group_mixing_a_cache_hit_and_a_miss_generates_what_each
         )
 
 
-async def test_sleep_and_reset_prefix_cache_drop_cached_prefixes(engine, tiny_tokenizer):
+async def test_sleep_and_reset_prefix_cache_drop_cached_prefixes(any_engine, tiny_tokenizer):
+    engine = any_engine
     prompt = token_ids(tiny_tokenizer, SYSTEM)
     first = await generate_one(engine, prompt, greedy(4, ignore_eos=True))
     continued = prompt + first["response_ids"] + token_ids(tiny_tokenizer, " more")
@@ -271,25 +280,25 @@ async def test_sleep_and_reset_prefix_cache_drop_cached_prefixes(engine, tiny_to
     assert await cached_tokens_of(generate_one(engine, continued, greedy(2))) == 0
 
 
+@pytest.mark.parametrize("kind", MODEL_KINDS)
 async def test_after_a_weight_update_between_sleep_and_wake_up_generation_uses_only_the_new_weights(
-    tiny_model, tiny_tokenizer
+    tiny_model, tiny_tokenizer, kind
 ):
-    from skyrl_train.models import load_causal_lm
-
-    model = load_causal_lm(tiny_model).eval()
+    model = build_model(tiny_model, kind)
     engine = HFInferenceEngine(model, tiny_tokenizer, max_num_seqs=4, seed=0)
     try:
         prompt = token_ids(tiny_tokenizer, SYSTEM)
         first = await generate_one(engine, prompt, greedy(6, ignore_eos=True))
         await engine.sleep()
-        with torch.no_grad():  # an "optimizer step" that changes every layer's keys
-            for layer in model.model.layers:
-                layer.self_attn.k_proj.weight.mul_(-3.0)
+        with torch.no_grad():  # an "optimizer step" that changes every layer's keys (and their adapters)
+            for name, param in model.named_parameters():
+                if "k_proj" in name:
+                    param.mul_(-3.0)
         await engine.wake_up()
         continued = prompt + first["response_ids"]
         output = await generate_one(engine, continued, greedy(6, ignore_eos=True))
     finally:
         await engine.teardown()
-    expected = model.generate(torch.tensor([continued]), max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    expected = model.generate(input_ids=torch.tensor([continued]), max_new_tokens=6, min_new_tokens=6, do_sample=False)
     assert output["response_ids"] == expected[0, len(continued) :].tolist()
     assert engine.stats.cached_prompt_tokens == 0

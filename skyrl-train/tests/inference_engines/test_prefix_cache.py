@@ -1,4 +1,4 @@
-"""PrefixCache: longest-common-prefix lookup, covering entries, and the byte budget."""
+"""PrefixCache: longest-common-prefix lookup, covering entries, the byte budget, and weight versions."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from skyrl_train.inference_engines.prefix_cache import PrefixCache
 
 LAYERS, HEADS, DIM = 2, 1, 4
 BYTES_PER_TOKEN = LAYERS * 2 * HEADS * DIM * 4  # keys + values, fp32
+V = 0  # the weight version of every entry, except in the version tests
 
 
 def kv(tokens: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -20,20 +21,20 @@ def kv(tokens: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     return keys, [k + 0.5 for k in keys]
 
 
-def insert(cache: PrefixCache, tokens: list[int]) -> None:
-    cache.insert(tokens, *kv(tokens))
+def insert(cache: PrefixCache, tokens: list[int], version: int = 0) -> None:
+    cache.insert(tokens, *kv(tokens), version)
 
 
 def test_match_returns_the_entry_with_the_longest_common_prefix_and_leaves_the_last_token_to_feed():
     cache = PrefixCache(max_bytes=10**6)
     insert(cache, [1, 2, 3, 4, 5])
     insert(cache, [1, 2, 9, 9])
-    entry, length = cache.match([1, 2, 3, 7])
+    entry, length = cache.match([1, 2, 3, 7], V)
     assert length == 3 and entry.tokens.tolist() == [1, 2, 3, 4, 5]
-    assert cache.match([1, 2, 3, 4, 5])[1] == 4  # the whole prompt is cached: its last token is still fed
-    assert cache.match([1, 2, 3, 4, 5], max_length=5)[1] == 5
-    assert cache.match([7, 1, 2]) == (None, 0)
-    assert cache.match([1])[1] == 0
+    assert cache.match([1, 2, 3, 4, 5], V)[1] == 4  # the whole prompt is cached: its last token is still fed
+    assert cache.match([1, 2, 3, 4, 5], V, max_length=5)[1] == 5
+    assert cache.match([7, 1, 2], V) == (None, 0)
+    assert cache.match([1], V)[1] == 0
 
 
 def test_an_entry_covered_by_a_longer_one_is_not_kept_twice():
@@ -43,7 +44,7 @@ def test_an_entry_covered_by_a_longer_one_is_not_kept_twice():
     assert len(cache) == 1 and cache.nbytes == 5 * BYTES_PER_TOKEN
     insert(cache, [1, 2])  # already covered
     assert len(cache) == 1
-    entry, _ = cache.match([1, 2, 3, 4, 5, 6])
+    entry, _ = cache.match([1, 2, 3, 4, 5, 6], V)
     assert entry.keys[1][0, 4].tolist() == [1, 4, 5, 0] and entry.values[0][0, 2].tolist() == [0.5, 2.5, 3.5, 0.5]
 
 
@@ -51,10 +52,10 @@ def test_the_least_recently_used_entries_go_when_the_byte_budget_is_exceeded():
     cache = PrefixCache(max_bytes=8 * BYTES_PER_TOKEN)
     insert(cache, [1, 1, 1, 1])
     insert(cache, [2, 2, 2, 2])
-    cache.match([1, 1, 1, 9])  # a hit makes [1, 1, 1, 1] the most recently used
+    cache.match([1, 1, 1, 9], V)  # a hit makes [1, 1, 1, 1] the most recently used
     insert(cache, [3, 3, 3])
-    assert cache.match([2, 2, 2, 9]) == (None, 0)
-    assert cache.match([1, 1, 1, 9])[1] == 3 and cache.match([3, 3, 9])[1] == 2
+    assert cache.match([2, 2, 2, 9], V) == (None, 0)
+    assert cache.match([1, 1, 1, 9], V)[1] == 3 and cache.match([3, 3, 9], V)[1] == 2
     assert cache.nbytes == 7 * BYTES_PER_TOKEN
     insert(cache, list(range(10, 19)))  # larger than the whole budget: not cached, nothing evicted for it
     assert len(cache) == 2
@@ -63,9 +64,9 @@ def test_the_least_recently_used_entries_go_when_the_byte_budget_is_exceeded():
 def test_inserted_kv_is_copied_so_the_caller_may_overwrite_its_buffer():
     cache = PrefixCache(max_bytes=10**6)
     keys, values = kv([5, 6])
-    cache.insert([5, 6], keys, values)
+    cache.insert([5, 6], keys, values, V)
     keys[0].zero_()
-    assert cache.match([5, 6, 7])[0].keys[0][0, 1].tolist() == [0, 1, 6, 0]
+    assert cache.match([5, 6, 7], V)[0].keys[0][0, 1].tolist() == [0, 1, 6, 0]
 
 
 def test_disabled_cache_stores_nothing_and_bad_arguments_are_refused():
@@ -75,11 +76,29 @@ def test_disabled_cache_stores_nothing_and_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="max_bytes"):
         PrefixCache(max_bytes=-1)
     with pytest.raises(ValueError, match="3 tokens"):
-        PrefixCache(max_bytes=10**6).insert([1, 2, 3], *kv([1, 2]))
+        PrefixCache(max_bytes=10**6).insert([1, 2, 3], *kv([1, 2]), V)
 
 
 def test_clear_empties_the_cache():
     cache = PrefixCache(max_bytes=10**6)
     insert(cache, [1, 2, 3])
     cache.clear()
-    assert len(cache) == 0 and cache.nbytes == 0 and cache.match([1, 2, 3, 4]) == (None, 0)
+    assert len(cache) == 0 and cache.nbytes == 0 and cache.match([1, 2, 3, 4], V) == (None, 0)
+
+
+def test_a_lookup_under_a_newer_weight_version_misses_and_drops_the_older_entries():
+    cache = PrefixCache(max_bytes=10**6)
+    insert(cache, [1, 2, 3, 4], version=3)
+    assert cache.match([1, 2, 3, 4, 5], 3)[1] == 4
+    assert cache.match([1, 2, 3, 4, 5], 4) == (None, 0)
+    assert len(cache) == 0 and cache.nbytes == 0 and cache.version == 4
+    assert cache.match([1, 2, 3, 4, 5], 3) == (None, 0)  # an older version never matches
+
+
+def test_kv_computed_under_an_older_weight_version_is_not_cached():
+    cache = PrefixCache(max_bytes=10**6)
+    insert(cache, [1, 2, 3], version=5)
+    insert(cache, [1, 2, 3, 4, 5], version=4)  # a request that started before the weight change finishes now
+    assert cache.match([1, 2, 3, 4, 5, 6], 5)[0].tokens.tolist() == [1, 2, 3]
+    insert(cache, [7, 8, 9], version=6)
+    assert len(cache) == 1 and cache.match([1, 2, 3, 4], 6) == (None, 0)
