@@ -170,6 +170,7 @@ def test_gsm8k_run_passes_only_overrides_the_config_accepts(tmp_path):
         f"trainer.ckpt_path={tmp_path}/run-1/ckpts",
         f"trainer.export_path={tmp_path}/run-1/exports",
         "trainer.strategy=single",
+        "generator.backend=hf",
     ]
     cfg = load_config(job["command"][3:] + job["overrides"])
     assert cfg.trainer.run_name == "run-1"
@@ -245,33 +246,49 @@ def test_node_info_names_the_bad_variable(env, message):
         bootstrap.node_info(env)
 
 
-def test_fsdp2_overrides_span_every_gpu_of_every_node():
-    overrides = bootstrap.job_overrides(_node(), "fsdp2", "r", Path("/out"), engine_tensor_parallel_size=2)
-    assert overrides == [
-        "trainer.run_name=r",
-        "trainer.ckpt_path=/out/r/ckpts",
-        "trainer.export_path=/out/r/exports",
-        "trainer.strategy=fsdp2",
-        "trainer.placement.policy_num_nodes=2",
-        "trainer.placement.policy_num_gpus_per_node=8",
-        "trainer.placement.ref_num_nodes=2",
-        "trainer.placement.ref_num_gpus_per_node=8",
+RUN_OVERRIDES = ["trainer.run_name=r", "trainer.ckpt_path=/out/r/ckpts", "trainer.export_path=/out/r/exports"]
+PLACEMENT_2x8 = [
+    "trainer.placement.policy_num_nodes=2",
+    "trainer.placement.policy_num_gpus_per_node=8",
+    "trainer.placement.ref_num_nodes=2",
+    "trainer.placement.ref_num_gpus_per_node=8",
+]
+
+
+def test_single_process_overrides_ignore_the_cluster_shape():
+    overrides = bootstrap.job_overrides(_node(), "r", Path("/out"))
+    assert overrides == RUN_OVERRIDES + ["trainer.strategy=single", "generator.backend=hf"]
+
+
+def test_fsdp2_with_vllm_spans_every_gpu_with_colocated_engines():
+    overrides = bootstrap.job_overrides(
+        _node(), "r", Path("/out"), strategy="fsdp2", backend="vllm", engine_tensor_parallel_size=2
+    )
+    assert overrides == RUN_OVERRIDES + ["trainer.strategy=fsdp2", "generator.backend=vllm"] + PLACEMENT_2x8 + [
         "generator.num_inference_engines=8",  # 16 GPUs / TP 2
         "generator.inference_engine_tensor_parallel_size=2",
     ]
 
 
+def test_fsdp2_with_the_hf_engine_does_not_colocate_engines():
+    overrides = bootstrap.job_overrides(_node(), "r", Path("/out"), strategy="fsdp2", backend="hf")
+    assert overrides == RUN_OVERRIDES + ["trainer.strategy=fsdp2", "generator.backend=hf"] + PLACEMENT_2x8 + [
+        "trainer.placement.colocate_all=false"  # the driver's one hf engine, not one per GPU
+    ]
+
+
 @pytest.mark.parametrize(
-    "gpus, tp, strategy, message",
+    "gpus, kwargs, message",
     [
-        ("0", 1, "fsdp2", "fsdp2 needs GPUs"),
-        ("8", 3, "fsdp2", "--engine-tp 3 does not divide the cluster's 16 GPUs"),
-        ("8", 1, "megatron", "not one of single, fsdp2"),
+        ("0", dict(strategy="fsdp2"), "fsdp2 needs GPUs"),
+        ("8", dict(strategy="fsdp2", backend="vllm", engine_tensor_parallel_size=3), "--engine-tp 3 does not divide"),
+        ("8", dict(strategy="megatron"), "not one of single, fsdp2"),
+        ("8", dict(backend="sglang"), "not one of hf, vllm"),
     ],
 )
-def test_job_overrides_refuse_what_cannot_be_placed(gpus, tp, strategy, message):
+def test_job_overrides_refuse_what_cannot_be_placed(gpus, kwargs, message):
     with pytest.raises(bootstrap.BootstrapError, match=message):
-        bootstrap.job_overrides(_node(gpus=gpus), strategy, "r", Path("/out"), tp)
+        bootstrap.job_overrides(_node(gpus=gpus), "r", Path("/out"), **kwargs)
 
 
 def test_ray_commands_use_our_port_and_block_under_the_bootstrap():

@@ -11,7 +11,8 @@ SKYPILOT_NUM_GPUS_PER_NODE):
 - rank 0 starts a Ray head on its own port (`SKYRL_RAY_PORT`, default 6479: SkyPilot runs its own Ray on 6380, so
   nothing here attaches with `address=auto`), waits until every node has joined, then runs the command with
   `RAY_ADDRESS` set to that head and the overrides of `job_overrides` appended: the run name (one name for W&B, the
-  S3 prefixes and the log file) and, for `--strategy fsdp2`, the placement computed from the node and GPU counts.
+  S3 prefixes and the log file), strategy and engine backend and, for `--strategy fsdp2`, the placement computed
+  from the node and GPU counts.
   Its output is also written to `{SKYRL_OUTPUT_DIR}/{run_name}/job.log`. The exit status is the command's.
 - every other rank waits for the head, joins it, and stays until the head is gone (the job ended), then exits 0.
 
@@ -47,6 +48,7 @@ from pathlib import Path
 DEFAULT_RAY_PORT = 6479
 SKYPILOT_RAY_PORT = 6380
 STRATEGIES = ("single", "fsdp2")
+BACKENDS = ("hf", "vllm")
 
 
 class BootstrapError(RuntimeError):
@@ -113,43 +115,55 @@ def default_run_name(task: str, now: datetime.datetime | None = None) -> str:
 
 
 def job_overrides(
-    node: NodeInfo, strategy: str, run_name: str, output_dir: Path, engine_tensor_parallel_size: int = 1
+    node: NodeInfo,
+    run_name: str,
+    output_dir: Path,
+    *,
+    strategy: str = "single",
+    backend: str = "hf",
+    engine_tensor_parallel_size: int = 1,
 ) -> list[str]:
     """Config overrides rank 0 appends to the job's command.
 
-    Always the run name and the checkpoint/export folders under `{output_dir}/{run_name}`. With `fsdp2`, the policy
-    and ref workers span every GPU of every node (colocated with the engines, as upstream's default placement) and
-    there is one inference engine per `engine_tensor_parallel_size` GPUs. `single` is one process on rank 0: the
-    cluster shape does not change its config (other nodes idle).
+    Always the run name, the checkpoint/export folders under `{output_dir}/{run_name}`, the strategy and the engine
+    backend. `single` is one process on rank 0: the cluster shape does not change its config (other nodes idle).
+    With `fsdp2` the policy and ref workers span every GPU of every node, and
+    - `vllm`: one engine per `engine_tensor_parallel_size` GPUs, colocated with the workers (upstream's default);
+    - `hf`: the driver's own hf engine, so the workers are not colocated with engines (`colocate_all=false`).
     """
     if strategy not in STRATEGIES:
         raise BootstrapError(f"--strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if backend not in BACKENDS:
+        raise BootstrapError(f"--backend {backend!r} is not one of {', '.join(BACKENDS)}")
     run_dir = output_dir / run_name
     overrides = [
         f"trainer.run_name={run_name}",
         f"trainer.ckpt_path={run_dir / 'ckpts'}",
         f"trainer.export_path={run_dir / 'exports'}",
         f"trainer.strategy={strategy}",
+        f"generator.backend={backend}",
     ]
-    if strategy == "fsdp2":
-        if node.gpus_per_node < 1:
-            raise BootstrapError("--strategy fsdp2 needs GPUs: SKYPILOT_NUM_GPUS_PER_NODE is 0")
-        total_gpus = node.num_nodes * node.gpus_per_node
-        if engine_tensor_parallel_size < 1 or total_gpus % engine_tensor_parallel_size:
-            raise BootstrapError(
-                f"--engine-tp {engine_tensor_parallel_size} does not divide the cluster's {total_gpus} GPUs "
-                f"({node.num_nodes} nodes x {node.gpus_per_node})"
-            )
-        for role in ("policy", "ref"):
-            overrides += [
-                f"trainer.placement.{role}_num_nodes={node.num_nodes}",
-                f"trainer.placement.{role}_num_gpus_per_node={node.gpus_per_node}",
-            ]
+    if strategy == "single":
+        return overrides
+    if node.gpus_per_node < 1:
+        raise BootstrapError("--strategy fsdp2 needs GPUs: SKYPILOT_NUM_GPUS_PER_NODE is 0")
+    for role in ("policy", "ref"):
         overrides += [
-            f"generator.num_inference_engines={total_gpus // engine_tensor_parallel_size}",
-            f"generator.inference_engine_tensor_parallel_size={engine_tensor_parallel_size}",
+            f"trainer.placement.{role}_num_nodes={node.num_nodes}",
+            f"trainer.placement.{role}_num_gpus_per_node={node.gpus_per_node}",
         ]
-    return overrides
+    if backend == "hf":
+        return overrides + ["trainer.placement.colocate_all=false"]
+    total_gpus = node.num_nodes * node.gpus_per_node
+    if engine_tensor_parallel_size < 1 or total_gpus % engine_tensor_parallel_size:
+        raise BootstrapError(
+            f"--engine-tp {engine_tensor_parallel_size} does not divide the cluster's {total_gpus} GPUs "
+            f"({node.num_nodes} nodes x {node.gpus_per_node})"
+        )
+    return overrides + [
+        f"generator.num_inference_engines={total_gpus // engine_tensor_parallel_size}",
+        f"generator.inference_engine_tensor_parallel_size={engine_tensor_parallel_size}",
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ Ray
@@ -272,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", required=True, help="task name; the default run name is {task}-{UTC time}")
     parser.add_argument("--strategy", default="single", help=f"trainer.strategy: {' or '.join(STRATEGIES)}")
-    parser.add_argument("--engine-tp", type=int, default=1, help="GPUs per inference engine (fsdp2 placement)")
+    parser.add_argument("--backend", default="hf", help=f"generator.backend: {' or '.join(BACKENDS)}")
+    parser.add_argument("--engine-tp", type=int, default=1, help="GPUs per vLLM engine (fsdp2 placement)")
     parser.add_argument("--wait-seconds", type=float, default=600.0, help="how long to wait for the head and nodes")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the job's command (run on rank 0)")
     args = parser.parse_args(argv)
@@ -285,7 +300,14 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, **ray_auth_env(os.environ)}
         run_name = os.environ.get("RUN_NAME") or default_run_name(args.task)
         output_dir = Path(os.environ.get("SKYRL_OUTPUT_DIR", "~/skyrl_runs")).expanduser()
-        overrides = job_overrides(node, args.strategy, run_name, output_dir, args.engine_tp)
+        overrides = job_overrides(
+            node,
+            run_name,
+            output_dir,
+            strategy=args.strategy,
+            backend=args.backend,
+            engine_tensor_parallel_size=args.engine_tp,
+        )
         log_file = output_dir / run_name / "job.log"
         if os.environ.get("SKYRL_BOOTSTRAP_DRY_RUN") == "1":
             print(json.dumps({"command": command, "overrides": overrides, "log_file": str(log_file)}))
