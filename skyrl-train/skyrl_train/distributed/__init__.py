@@ -1,0 +1,12 @@
+"""Scale-out on Ray (``trainer.strategy=fsdp2``); see ``docs/distributed.md``.
+
+- cluster.py: ``init_ray`` (``RAY_ADDRESS`` or a new local cluster; token-auth decision);
+- placement.py: ``trainer.placement`` -> placement groups and the bundle of each rank;
+- actor_group.py: ``ActorGroup`` of ``DistributedActor``s, one per rank of a torch process group;
+- fsdp.py: ``shard_model`` (``fully_shard`` per transformer block), device mesh, collectives;
+- fsdp_workers.py: the single-process workers on a sharded model (global loss normaliser, metrics, clipping, DCP);
+- worker_actors.py / worker_groups.py: the Ray actors and their driver-side handles with the workers' interface;
+- sharding.py: how a batch is split over the data-parallel ranks.
+
+Import the submodules directly; importing this package does not import Ray or torch.distributed.
+"""

@@ -1,0 +1,238 @@
+"""The policy, critic and reference workers of one FSDP2 rank: the single-process workers, sharded.
+
+Each class reuses its single-process worker (loss, metrics, update loop) and changes only what spans ranks:
+
+- the model is sharded with ``shard_model`` before the optimizer is built (``FSDPTrainable.__init__``);
+- a mini-batch's ``MiniBatchInfo`` (loss normaliser, rows, masked tokens) is computed over the loss masks of all
+  ranks, so each rank's micro-batch losses are its exact share of the global mini-batch loss; the loss is
+  back-propagated times the world size because FSDP averages gradients over ranks;
+- step metrics (additive contributions, ``_min`` / ``_max``) are combined over ranks like micro-batches are;
+- a mini-batch is skipped for an all-zero loss mask only when it is empty on every rank (the skip must agree);
+- the gradient norm for clipping is the norm of the whole sharded gradient (``clip_grad_norm_`` on DTensors);
+- checkpoints are ``torch.distributed.checkpoint`` folders, one file per rank, loadable on another world size;
+  HF exports and weight-sync state dicts are gathered to rank 0.
+
+Checkpoint folder of one model (e.g. ``global_step_N/policy/``)::
+
+    model_optim/        DCP checkpoint: {"model": trainable weights, "optimizer": AdamW state}, sharded
+    extra_state.pt      {"scheduler": LR scheduler state_dict, "rng": RNG states of each rank (list)}
+    huggingface/        model config and tokenizer
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from skyrl_train.distributed.fsdp import FSDPSetup, all_gather_objects, shard_model
+from skyrl_train.models import load_causal_lm
+from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
+from skyrl_train.workers.metrics import combine_micro_metrics
+from skyrl_train.workers.trainable import (
+    EXTRA_STATE_FILE,
+    HF_DIR,
+    MiniBatchInfo,
+    TrainableWorker,
+    _rng_state,
+    _set_rng_state,
+    apply_lora,
+)
+
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import AlgorithmConfig, CriticConfig, PolicyConfig
+
+__all__ = ["FSDPCriticWorker", "FSDPPolicyWorker", "FSDPTrainable", "sharded_ref_worker", "DCP_DIR"]
+
+logger = logging.getLogger(__name__)
+
+DCP_DIR = "model_optim"
+
+
+def _full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The unsharded weights on rank 0 (CPU), ``{}`` on other ranks; a collective: every rank must call it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+class FSDPTrainable(TrainableWorker):
+    """``TrainableWorker`` over a sharded model. Subclasses set ``self._fsdp_setup`` before ``__init__`` runs."""
+
+    _fsdp_setup: FSDPSetup
+    _forward_methods: tuple[str, ...] = ()
+    """Methods of the model other than ``forward`` that run it (see ``shard_model``)."""
+
+    def __init__(self, model: nn.Module, model_path: str, optimizer_config: Any, num_training_steps: int | None):
+        shard_model(model, self._fsdp_setup, self._forward_methods)
+        super().__init__(model, model_path, optimizer_config, num_training_steps)
+
+    @property
+    def _rank(self) -> int:
+        return dist.get_rank()
+
+    def forward_backward(self, mini_batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """This rank's share of the global mini-batch gradient; returns the global step metrics."""
+        self.model.train()
+        masks = all_gather_objects(mini_batch["loss_mask"])
+        info = MiniBatchInfo(
+            loss_normalizer=self._loss_normalizer(masks),
+            num_rows=sum(mask.shape[0] for mask in masks),
+            num_tokens=max(sum(float(mask.sum()) for mask in masks), 1.0),
+        )
+        metrics: dict[str, float] = {}
+        for micro_batch in mini_batch.chunk(micro_batch_size):
+            loss, micro_metrics = self._micro_batch_loss(micro_batch, info)
+            (loss * dist.get_world_size()).backward()
+            combine_micro_metrics(metrics, micro_metrics)
+        combined: dict[str, float] = {}
+        for rank_metrics in all_gather_objects(metrics):
+            combine_micro_metrics(combined, rank_metrics)
+        return self._finalize_step_metrics(combined)
+
+    def optim_step(self) -> dict[str, float]:
+        """As ``TrainableWorker.optim_step``; the clipping norm is the global norm of the sharded gradient."""
+        lr = self.lr
+        max_norm = self.max_grad_norm if self.max_grad_norm > 0 else math.inf
+        grad_norm = nn.utils.clip_grad_norm_(self._params, max_norm)
+        grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
+        skipped = not math.isfinite(grad_norm)
+        if skipped:
+            logger.warning("%s gradient norm is %s: skipping this optimizer step", self.metric_prefix, grad_norm)
+        else:
+            self.optimizer.step()
+            self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm": grad_norm, self.lr_metric: lr, "skipped_steps": float(skipped)}
+
+    def _run_update(
+        self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int
+    ) -> tuple[list[tuple[dict[str, float], bool]], int]:
+        """``TrainableWorker._run_update`` with the empty-mini-batch skip decided over all ranks."""
+        steps = []
+        empty_skips = 0
+        for _ in range(update_epochs):
+            for mini_batch in batch.chunk(mini_batch_size):
+                if not any(all_gather_objects(bool(mini_batch["loss_mask"].any()))):
+                    logger.warning(
+                        "%s global mini-batch has an all-zero loss mask: skipping its update", self.metric_prefix
+                    )
+                    empty_skips += 1
+                    continue
+                metrics = self.forward_backward(mini_batch, micro_batch_size)
+                step = self.optim_step()
+                metrics.update(step)
+                steps.append((metrics, not step["skipped_steps"] and step[self.lr_metric] > 0))
+        return steps, empty_skips
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+
+    def _trainable_only(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` restricted to the trainable parameters' names. (``ignore_frozen_params`` is not enough: it
+        keeps a tied LM head whose shared weight is the frozen embedding.)"""
+        return {name: value for name, value in state.items() if name in self._trainable}
+
+    def _dcp_state(self) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_state, optimizer_state = get_state_dict(self.model, self.optimizer)
+        return {"model": self._trainable_only(model_state), "optimizer": optimizer_state}
+
+    def save_checkpoint(self, folder: str | Path) -> None:
+        """Every rank writes its shards; rank 0 also writes the scheduler, the RNG states and ``huggingface/``."""
+        import torch.distributed.checkpoint as dcp
+
+        folder = Path(folder)
+        dcp.save(self._dcp_state(), checkpoint_id=str(folder / DCP_DIR))
+        rng_states = all_gather_objects(_rng_state())
+        if self._rank == 0:
+            torch.save({"scheduler": self.scheduler.state_dict(), "rng": rng_states}, folder / EXTRA_STATE_FILE)
+            self.model.config.save_pretrained(folder / HF_DIR)
+            self._tokenizer().save_pretrained(folder / HF_DIR)
+        dist.barrier()
+
+    def load_checkpoint(self, folder: str | Path) -> None:
+        """Restore a ``save_checkpoint`` folder, written with this or another world size (DCP reshards).
+
+        RNG states: rank r takes the saved rank r's, or rank 0's when the checkpoint had fewer ranks.
+        """
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        folder = Path(folder)
+        state = self._dcp_state()
+        dcp.load(state, checkpoint_id=str(folder / DCP_DIR))
+        set_state_dict(
+            self.model,
+            self.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optimizer"],
+            options=StateDictOptions(strict=False),  # frozen weights come from the model path
+        )
+        extra = torch.load(folder / EXTRA_STATE_FILE, weights_only=False)
+        self.scheduler.load_state_dict(extra["scheduler"])
+        rng = extra["rng"]
+        _set_rng_state(rng[self._rank] if self._rank < len(rng) else rng[0])
+
+    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
+        """The full (unsharded) trainable weights on rank 0, ``{}`` elsewhere: what an inference engine needs."""
+        return self._trainable_only(_full_state_dict(self.model))
+
+
+class FSDPPolicyWorker(PolicyWorker, FSDPTrainable):
+    """``PolicyWorker`` on one FSDP2 rank. ``setup`` says how to shard; other arguments as ``PolicyWorker``."""
+
+    def __init__(self, setup: FSDPSetup, policy_config: PolicyConfig, algorithm_config: AlgorithmConfig, **kwargs: Any):
+        self._fsdp_setup = setup
+        self._policy_config = policy_config
+        self._dtype = kwargs.get("dtype", "float32")
+        super().__init__(policy_config, algorithm_config, **kwargs)
+
+    def _update_metrics(
+        self, batch: TrainingInputBatch, steps: list[tuple[dict[str, float], bool]]
+    ) -> dict[str, float]:
+        keys = [key for key in ("rollout_logprobs", "action_log_probs", "loss_mask") if batch.get(key) is not None]
+        whole = TrainingInputBatch.cat(all_gather_objects(batch.select(keys)))
+        return super()._update_metrics(whole, steps)
+
+    def unsharded_model(self, state: dict[str, torch.Tensor]) -> nn.Module:
+        """A plain (CPU) copy of the policy built from the model path with ``state`` loaded: for exports."""
+        config = self._policy_config
+        model = load_causal_lm(self.model_path, self._dtype, "cpu", **config.model_config_kwargs)
+        if self.uses_lora:
+            model = apply_lora(model, config.model.lora, task_type="CAUSAL_LM")
+        model.load_state_dict(state)
+        return model
+
+    def export_hf(self, folder: str | Path) -> None:
+        """Gather the weights; rank 0 saves a plain transformers model (LoRA merged) plus the tokenizer."""
+        state = _full_state_dict(self.model)
+        if self._rank == 0:
+            model = self.unsharded_model(state)
+            model = model.merge_and_unload() if self.uses_lora else model
+            model.save_pretrained(folder)
+            self._tokenizer().save_pretrained(folder)
+        dist.barrier()
+
+
+class FSDPCriticWorker(CriticWorker, FSDPTrainable):
+    """``CriticWorker`` on one FSDP2 rank."""
+
+    _forward_methods = ("values",)
+
+    def __init__(self, setup: FSDPSetup, critic_config: CriticConfig, algorithm_config: AlgorithmConfig, **kwargs: Any):
+        self._fsdp_setup = setup
+        super().__init__(critic_config, algorithm_config, **kwargs)
+
+
+def sharded_ref_worker(setup: FSDPSetup, model_path: str, **kwargs: Any) -> RefWorker:
+    """A separate frozen reference model (``RefWorker.from_pretrained`` arguments), sharded like the policy."""
+    worker = RefWorker.from_pretrained(model_path, **kwargs)
+    shard_model(worker.model, setup)
+    return worker

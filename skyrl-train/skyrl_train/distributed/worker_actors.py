@@ -1,0 +1,112 @@
+"""The Ray actors of ``trainer.strategy=fsdp2``: one per rank, holding that rank's FSDP2 worker.
+
+Plain classes (``ActorGroup`` applies ``ray.remote``) with plain methods. Each is built in two calls after the
+process group exists (``ActorGroup.init_process_group``): ``build(trainer_config, ...)``, then the work methods.
+Batches arrive on CPU and are moved to the actor's device; tensors go back on CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from skyrl_train.distributed.actor_group import DistributedActor
+from skyrl_train.distributed.fsdp import FSDPSetup
+from skyrl_train.distributed.fsdp_workers import FSDPCriticWorker, FSDPPolicyWorker, sharded_ref_worker
+from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.workers import RefWorker
+
+__all__ = ["CriticActor", "PolicyActor", "RefActor", "model_dtype"]
+
+
+def model_dtype(bf16: bool, device: str) -> str:
+    """Weights' dtype: fp32 masters on GPU (bf16 compute comes from FSDP mixed precision); on CPU as ``single``."""
+    return "bfloat16" if bf16 and device == "cpu" else "float32"
+
+
+class _WorkerActor(DistributedActor):
+    def _common(self, trainer_config: Any, num_training_steps: int | None) -> dict[str, Any]:
+        """Seeds this rank (every rank must initialise e.g. LoRA weights identically: each shards its own copy)
+        and returns the worker arguments shared by policy and critic."""
+        torch.manual_seed(trainer_config.seed)
+        return dict(
+            num_training_steps=num_training_steps,
+            gradient_checkpointing=trainer_config.gradient_checkpointing,
+            gradient_checkpointing_use_reentrant=trainer_config.gradient_checkpointing_use_reentrant,
+            dtype=model_dtype(trainer_config.bf16, self.device),
+            device=self.device,
+        )
+
+    def _local(self, batch: TrainingInputBatch) -> TrainingInputBatch:
+        return batch.to(self.device)
+
+    def ppo_train(
+        self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int
+    ) -> dict[str, float]:
+        return self.worker.ppo_train(self._local(batch), mini_batch_size, micro_batch_size, update_epochs)
+
+    def save_checkpoint(self, folder: str) -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        self.worker.save_checkpoint(folder)
+
+    def load_checkpoint(self, folder: str) -> None:
+        self.worker.load_checkpoint(folder)
+
+    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
+        return self.worker.trainable_state_dict()
+
+
+class PolicyActor(_WorkerActor):
+    """A policy rank; with LoRA it also serves reference logprobs (the base model, adapter disabled)."""
+
+    def build(self, trainer_config: Any, temperature: float, num_training_steps: int | None) -> None:
+        t = trainer_config
+        setup = FSDPSetup(t.policy.fsdp_config, self.device, t.bf16, "policy")
+        self.worker = FSDPPolicyWorker(
+            setup, t.policy, t.algorithm, temperature=temperature, **self._common(t, num_training_steps)
+        )
+        self.ref = RefWorker.sharing_policy(self.worker) if self.worker.uses_lora else None
+
+    def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
+        return self.worker.compute_logprobs(self._local(batch), micro_batch_size).cpu()
+
+    def compute_ref_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
+        if self.ref is None:
+            raise RuntimeError("reference logprobs from the policy actors need a LoRA policy")
+        return self.ref.compute_logprobs(self._local(batch), micro_batch_size).cpu()
+
+    def export_hf(self, folder: str) -> None:
+        self.worker.export_hf(folder)
+
+
+class RefActor(_WorkerActor):
+    """A rank of a separate frozen reference model (full fine-tuning)."""
+
+    def build(self, trainer_config: Any, temperature: float) -> None:
+        t = trainer_config
+        setup = FSDPSetup(t.ref.fsdp_config, self.device, t.bf16, "ref")
+        self.worker = sharded_ref_worker(
+            setup,
+            t.ref.model.path or t.policy.model.path,
+            temperature=temperature,
+            dtype=model_dtype(t.bf16, self.device),
+            device=self.device,
+            model_config_kwargs=t.ref.model_config_kwargs,
+        )
+
+    def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
+        return self.worker.compute_logprobs(self._local(batch), micro_batch_size).cpu()
+
+
+class CriticActor(_WorkerActor):
+    """A critic rank."""
+
+    def build(self, trainer_config: Any, num_training_steps: int | None) -> None:
+        t = trainer_config
+        setup = FSDPSetup(t.critic.fsdp_config, self.device, t.bf16, "critic")
+        self.worker = FSDPCriticWorker(setup, t.critic, t.algorithm, **self._common(t, num_training_steps))
+
+    def compute_values(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
+        return self.worker.compute_values(self._local(batch), micro_batch_size).cpu()
