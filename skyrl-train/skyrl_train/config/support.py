@@ -22,9 +22,18 @@ from typing import Any
 
 from skyrl_train.config.schema import SkyRLConfig
 
-__all__ = ["NOT_IMPLEMENTED", "ENGINE_EXTRA_SAMPLING_KEYS", "default_of", "value_of", "not_implemented_problems"]
+__all__ = [
+    "NOT_IMPLEMENTED",
+    "FSDP2_ONLY",
+    "ENGINE_EXTRA_SAMPLING_KEYS",
+    "default_of",
+    "value_of",
+    "not_implemented_problems",
+]
 
-_FSDP2 = "multi-process training (trainer.strategy=fsdp2 on Ray) is not implemented yet; training runs in one process"
+_CPU_OFFLOAD = (
+    "FSDP2 CPU offload only applies to GPU ranks, and no test here runs on a GPU, so it is not offered unverified"
+)
 _ENGINES = (
     "only the colocated hf engine runs, generating with the policy's own weights; "
     "vLLM and remote engines are not implemented yet"
@@ -34,24 +43,9 @@ _NO_LOSS = "no built-in policy loss reads it ({} is not implemented); register a
 
 NOT_IMPLEMENTED: dict[str, str] = {
     # --- scale-out (Ray / FSDP2)
-    "trainer.strategy": _FSDP2,
-    "trainer.placement.colocate_all": _FSDP2,
-    "trainer.placement.colocate_policy_ref": _FSDP2,
-    "trainer.placement.policy_num_nodes": _FSDP2,
-    "trainer.placement.policy_num_gpus_per_node": _FSDP2,
-    "trainer.placement.critic_num_nodes": _FSDP2,
-    "trainer.placement.critic_num_gpus_per_node": _FSDP2,
-    "trainer.placement.ref_num_nodes": _FSDP2,
-    "trainer.placement.ref_num_gpus_per_node": _FSDP2,
-    "trainer.policy.fsdp_config.cpu_offload": _FSDP2,
-    "trainer.policy.fsdp_config.reshard_after_forward": _FSDP2,
-    "trainer.policy.fsdp_config.fsdp_size": _FSDP2,
-    "trainer.ref.fsdp_config.cpu_offload": _FSDP2,
-    "trainer.ref.fsdp_config.reshard_after_forward": _FSDP2,
-    "trainer.ref.fsdp_config.fsdp_size": _FSDP2,
-    "trainer.critic.fsdp_config.cpu_offload": _FSDP2,
-    "trainer.critic.fsdp_config.reshard_after_forward": _FSDP2,
-    "trainer.critic.fsdp_config.fsdp_size": _FSDP2,
+    "trainer.policy.fsdp_config.cpu_offload": _CPU_OFFLOAD,
+    "trainer.ref.fsdp_config.cpu_offload": _CPU_OFFLOAD,
+    "trainer.critic.fsdp_config.cpu_offload": _CPU_OFFLOAD,
     "trainer.policy.optimizer_config.offload_after_step": "optimizer state is never offloaded to CPU",
     "trainer.critic.optimizer_config.offload_after_step": "optimizer state is never offloaded to CPU",
     "trainer.sequence_parallel_backend": "sequence parallelism is not implemented",
@@ -144,9 +138,34 @@ def default_of(key: str, cfg: SkyRLConfig) -> Any:
     return value_of(cfg, match.group(1)) if match else default
 
 
+FSDP2_ONLY: tuple[str, ...] = (
+    *(f"trainer.placement.{key}" for key in ("colocate_all", "colocate_policy_ref")),
+    *(
+        f"trainer.placement.{role}_{key}"
+        for role in ("policy", "ref", "critic")
+        for key in ("num_nodes", "num_gpus_per_node")
+    ),
+    *(
+        f"trainer.{role}.fsdp_config.{key}"
+        for role in ("policy", "ref", "critic")
+        for key in ("reshard_after_forward", "fsdp_size")
+    ),
+)
+"""Keys only ``trainer.strategy=fsdp2`` reads (placement, sharding): with ``single`` only their defaults are accepted."""
+
+
 def not_implemented_problems(cfg: SkyRLConfig) -> list[str]:
-    """One problem per key of the table set to a value other than its default, and per unread sampling key."""
+    """One problem per key of the table set to a value other than its default, per unread sampling key, and per
+    fsdp2-only key set while ``trainer.strategy`` is not fsdp2."""
     problems = []
+    if cfg.trainer.strategy != "fsdp2":
+        for key in FSDP2_ONLY:
+            value, default = value_of(cfg, key), default_of(key, cfg)
+            if value != default:
+                problems.append(
+                    f"{key}={value!r} only applies to trainer.strategy=fsdp2 (Ray workers); "
+                    f"trainer.strategy={cfg.trainer.strategy!r} trains in one process and would ignore it."
+                )
     for key, reason in NOT_IMPLEMENTED.items():
         value, default = value_of(cfg, key), default_of(key, cfg)
         if value != default:

@@ -90,8 +90,10 @@ class BasePPOExp:
 
     def get_workers(self, num_training_steps: int) -> tuple[PolicyWorker, RefWorker | None, CriticWorker | None]:
         t = self.cfg.trainer
-        if t.strategy != "single":
-            raise NotImplementedError(f"trainer.strategy={t.strategy!r} is not available yet; use 'single'")
+        if t.strategy == "fsdp2":
+            from skyrl_train.distributed.worker_groups import build_fsdp_workers
+
+            return build_fsdp_workers(t, self.cfg.generator.sampling_params.temperature, num_training_steps)
         common = dict(
             num_training_steps=num_training_steps,
             gradient_checkpointing=t.gradient_checkpointing,
@@ -168,7 +170,13 @@ class BasePPOExp:
         self.preflight(train_dataset, eval_dataset)
         optimizer_steps = len(train_loader) * t.epochs * (t.train_batch_size // t.policy_mini_batch_size)
         policy, ref, critic = self.get_workers(optimizer_steps * t.update_epochs_per_batch)
-        engine = self.get_inference_engine(policy, tokenizer)
+        engine_policy, sync_weights = policy, None
+        if t.strategy == "fsdp2":  # the ranks hold the weights: the engine generates from a copy synced from them
+            from skyrl_train.distributed.engine_sync import DriverPolicyCopy
+
+            engine_policy = DriverPolicyCopy(t.policy, policy, "bfloat16" if t.bf16 else "float32")
+            sync_weights = engine_policy.sync
+        engine = self.get_inference_engine(engine_policy, tokenizer)
         generator = self.get_generator(engine, tokenizer)
         endpoint = self.get_http_endpoint(engine, tokenizer)
         if endpoint is not None:
@@ -184,6 +192,7 @@ class BasePPOExp:
                 policy,
                 ref,
                 critic,
+                sync_weights=sync_weights,
                 inference_engine=engine,
                 checkpoints=self.get_checkpoint_manager(),
                 eval_dumps=self.get_eval_dump_uploader(),

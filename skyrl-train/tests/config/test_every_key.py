@@ -61,6 +61,18 @@ _ENGINE_GEN = "skyrl-train/tests/inference_engines/test_hf_engine_generation.py:
 _POLICY = "skyrl-train/tests/workers/test_policy_worker.py::"
 _LAYOUT = "skyrl-train/tests/generators/test_token_layout.py::"
 _S3 = "skyrl-train/tests/storage/test_settings.py::"
+# fsdp2 (Ray): placement on two simulated nodes, sharding on two processes, the killed-and-resumed run
+_PLACED = "skyrl-train/tests/distributed/test_placement_cluster.py::"
+_COLOCATE_ALL = _PLACED + "test_colocate_all_over_two_nodes_shares_each_gpu_between_the_ranks_of_every_role"
+_POLICY_REF = "test_colocate_policy_ref_shares_gpus_three_to_one_and_the_critic_takes_the_other_node"
+_SPLIT = "test_split_layout_packs_each_role_onto_whole_gpus"
+_SHARDING = (
+    "skyrl-train/tests/distributed/test_shard_model.py::test_fsdp_size_and_reshard_after_forward_decide_the_layout"
+)
+_KILL_RESUME = (
+    "skyrl-train/tests/trainer/test_kill_and_resume.py::"
+    "test_killed_runs_resume_from_the_last_complete_checkpoint_at_the_same_data_position"
+)
 
 
 def _sampling_rows(block: str) -> dict[str, ShownBy]:
@@ -307,25 +319,26 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
         "each block is that env's env_config, passed whole to the env it names; the env owns and checks its keys",
         shown_by="skyrl-train/tests/generators/test_env_calls.py::test_env_gets_max_turns_and_its_config_block",
     ),
-    # ------------------------------------------------------------------- not implemented (support.py), refused
-    "trainer.strategy": Refused("fsdp2"),
-    "trainer.placement.colocate_all": Refused("false"),
-    "trainer.placement.colocate_policy_ref": Refused("false"),
-    "trainer.placement.policy_num_nodes": Refused("2"),
-    "trainer.placement.policy_num_gpus_per_node": Refused("2"),
-    "trainer.placement.critic_num_nodes": Refused("2"),
-    "trainer.placement.critic_num_gpus_per_node": Refused("2"),
-    "trainer.placement.ref_num_nodes": Refused("2"),
-    "trainer.placement.ref_num_gpus_per_node": Refused("2"),
+    # ------------------------------------------------------- fsdp2 on Ray (cpu_offload: GPU-only, refused)
+    "trainer.strategy": ShownBy(_KILL_RESUME),
+    "trainer.placement.colocate_all": ShownBy(_COLOCATE_ALL),
+    "trainer.placement.colocate_policy_ref": ShownBy(_PLACED + _POLICY_REF),
+    "trainer.placement.policy_num_nodes": ShownBy(_COLOCATE_ALL),
+    "trainer.placement.policy_num_gpus_per_node": ShownBy(_PLACED + _SPLIT),
+    "trainer.placement.critic_num_nodes": ShownBy(_COLOCATE_ALL),
+    "trainer.placement.critic_num_gpus_per_node": ShownBy(_PLACED + _SPLIT),
+    "trainer.placement.ref_num_nodes": ShownBy(_COLOCATE_ALL),
+    "trainer.placement.ref_num_gpus_per_node": ShownBy(_PLACED + _SPLIT),
     "trainer.policy.fsdp_config.cpu_offload": Refused("true"),
-    "trainer.policy.fsdp_config.reshard_after_forward": Refused("false"),
-    "trainer.policy.fsdp_config.fsdp_size": Refused("2"),
+    "trainer.policy.fsdp_config.reshard_after_forward": ShownBy(_SHARDING),
+    "trainer.policy.fsdp_config.fsdp_size": ShownBy(_SHARDING),
     "trainer.ref.fsdp_config.cpu_offload": Refused("true"),
-    "trainer.ref.fsdp_config.reshard_after_forward": Refused("false"),
-    "trainer.ref.fsdp_config.fsdp_size": Refused("2"),
+    "trainer.ref.fsdp_config.reshard_after_forward": ShownBy(_SHARDING),
+    "trainer.ref.fsdp_config.fsdp_size": ShownBy(_SHARDING),
     "trainer.critic.fsdp_config.cpu_offload": Refused("true"),
-    "trainer.critic.fsdp_config.reshard_after_forward": Refused("false"),
-    "trainer.critic.fsdp_config.fsdp_size": Refused("2"),
+    "trainer.critic.fsdp_config.reshard_after_forward": ShownBy(_SHARDING),
+    "trainer.critic.fsdp_config.fsdp_size": ShownBy(_SHARDING),
+    # ------------------------------------------------------------------- not implemented (support.py), refused
     "trainer.policy.optimizer_config.offload_after_step": Refused("true"),
     "trainer.critic.optimizer_config.offload_after_step": Refused("true"),
     "trainer.sequence_parallel_backend": Refused("ring"),

@@ -29,15 +29,17 @@ def run_main_base(*overrides: str) -> tuple[subprocess.CompletedProcess, float]:
     return result, time.perf_counter() - start
 
 
-def test_fsdp2_is_refused_naming_the_key_before_anything_loads():
+def test_refused_keys_are_named_before_anything_loads():
     result, seconds = run_main_base(
-        "trainer.strategy=fsdp2", "trainer.placement.policy_num_gpus_per_node=2", "generator.backend=vllm"
+        "trainer.placement.policy_num_gpus_per_node=2",
+        "trainer.policy.fsdp_config.cpu_offload=true",
+        "generator.backend=vllm",
     )
-    print(f"main_base trainer.strategy=fsdp2 exited {result.returncode} after {seconds:.1f} s (imports included)")
+    print(f"main_base with refused keys exited {result.returncode} after {seconds:.1f} s (imports included)")
     assert result.returncode == 2, result.stderr
     assert "TRIPWIRE" not in result.stderr
-    assert "trainer.strategy='fsdp2' is not implemented in this fork" in result.stderr
-    assert "trainer.placement.policy_num_gpus_per_node=2 is not implemented in this fork" in result.stderr
+    assert "trainer.placement.policy_num_gpus_per_node=2 only applies to trainer.strategy=fsdp2" in result.stderr
+    assert "trainer.policy.fsdp_config.cpu_offload=True is not implemented in this fork" in result.stderr
     assert "generator.backend='vllm' is not implemented in this fork" in result.stderr
 
 
