@@ -9,6 +9,8 @@ Each class reuses its single-process worker (loss, metrics, update loop) and cha
 - step metrics (additive contributions, ``_min`` / ``_max``) are combined over ranks like micro-batches are;
 - a mini-batch is skipped for an all-zero loss mask only when it is empty on every rank (the skip must agree);
 - the gradient norm for clipping is the norm of the whole sharded gradient (``clip_grad_norm_`` on DTensors);
+- the global values come from ``TrainableWorker``'s data-parallel hooks: ``_gather`` (an all-gather here) and
+  ``_gradient_scale`` (the world size);
 - checkpoints are ``torch.distributed.checkpoint`` folders, one file per rank, loadable on another world size;
   HF exports and weight-sync state dicts are gathered to rank 0.
 
@@ -22,7 +24,6 @@ Checkpoint folder of one model (e.g. ``global_step_N/policy/``)::
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,13 +33,10 @@ from torch import nn
 
 from skyrl_train.distributed.fsdp import FSDPSetup, all_gather_objects, shard_model
 from skyrl_train.models import load_causal_lm
-from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
-from skyrl_train.workers.metrics import combine_micro_metrics
 from skyrl_train.workers.trainable import (
     EXTRA_STATE_FILE,
     HF_DIR,
-    MiniBatchInfo,
     TrainableWorker,
     _rng_state,
     _set_rng_state,
@@ -77,59 +75,12 @@ class FSDPTrainable(TrainableWorker):
     def _rank(self) -> int:
         return dist.get_rank()
 
-    def forward_backward(self, mini_batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
-        """This rank's share of the global mini-batch gradient; returns the global step metrics."""
-        self.model.train()
-        masks = all_gather_objects(mini_batch["loss_mask"])
-        info = MiniBatchInfo(
-            loss_normalizer=self._loss_normalizer(masks),
-            num_rows=sum(mask.shape[0] for mask in masks),
-            num_tokens=max(sum(float(mask.sum()) for mask in masks), 1.0),
-        )
-        metrics: dict[str, float] = {}
-        for micro_batch in mini_batch.chunk(micro_batch_size):
-            loss, micro_metrics = self._micro_batch_loss(micro_batch, info)
-            (loss * dist.get_world_size()).backward()
-            combine_micro_metrics(metrics, micro_metrics)
-        combined: dict[str, float] = {}
-        for rank_metrics in all_gather_objects(metrics):
-            combine_micro_metrics(combined, rank_metrics)
-        return self._finalize_step_metrics(combined)
+    @property
+    def _gradient_scale(self) -> int:
+        return dist.get_world_size()
 
-    def optim_step(self) -> dict[str, float]:
-        """As ``TrainableWorker.optim_step``; the clipping norm is the global norm of the sharded gradient."""
-        lr = self.lr
-        max_norm = self.max_grad_norm if self.max_grad_norm > 0 else math.inf
-        grad_norm = nn.utils.clip_grad_norm_(self._params, max_norm)
-        grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
-        skipped = not math.isfinite(grad_norm)
-        if skipped:
-            logger.warning("%s gradient norm is %s: skipping this optimizer step", self.metric_prefix, grad_norm)
-        else:
-            self.optimizer.step()
-            self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return {"grad_norm": grad_norm, self.lr_metric: lr, "skipped_steps": float(skipped)}
-
-    def _run_update(
-        self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int
-    ) -> tuple[list[tuple[dict[str, float], bool]], int]:
-        """``TrainableWorker._run_update`` with the empty-mini-batch skip decided over all ranks."""
-        steps = []
-        empty_skips = 0
-        for _ in range(update_epochs):
-            for mini_batch in batch.chunk(mini_batch_size):
-                if not any(all_gather_objects(bool(mini_batch["loss_mask"].any()))):
-                    logger.warning(
-                        "%s global mini-batch has an all-zero loss mask: skipping its update", self.metric_prefix
-                    )
-                    empty_skips += 1
-                    continue
-                metrics = self.forward_backward(mini_batch, micro_batch_size)
-                step = self.optim_step()
-                metrics.update(step)
-                steps.append((metrics, not step["skipped_steps"] and step[self.lr_metric] > 0))
-        return steps, empty_skips
+    def _gather(self, value: Any) -> list[Any]:
+        return all_gather_objects(value)
 
     # ------------------------------------------------------------------------------------------ checkpoints
 
@@ -193,13 +144,6 @@ class FSDPPolicyWorker(PolicyWorker, FSDPTrainable):
         self._policy_config = policy_config
         self._dtype = kwargs.get("dtype", "float32")
         super().__init__(policy_config, algorithm_config, **kwargs)
-
-    def _update_metrics(
-        self, batch: TrainingInputBatch, steps: list[tuple[dict[str, float], bool]]
-    ) -> dict[str, float]:
-        keys = [key for key in ("rollout_logprobs", "action_log_probs", "loss_mask") if batch.get(key) is not None]
-        whole = TrainingInputBatch.cat(all_gather_objects(batch.select(keys)))
-        return super()._update_metrics(whole, steps)
 
     def unsharded_model(self, state: dict[str, torch.Tensor]) -> nn.Module:
         """A plain (CPU) copy of the policy built from the model path with ``state`` loaded: for exports."""

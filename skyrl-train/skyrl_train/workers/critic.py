@@ -109,8 +109,8 @@ class CriticWorker(TrainableWorker):
             ]
         return torch.cat(chunks)
 
-    def _loss_normalizer(self, loss_mask: torch.Tensor) -> float:
-        return compute_loss_normalizer(loss_mask, "token_mean")
+    def _loss_normalizer(self, loss_masks: list[torch.Tensor]) -> float:
+        return compute_loss_normalizer(loss_masks, "token_mean")
 
     def _micro_batch_loss(
         self, micro_batch: TrainingInputBatch, info: MiniBatchInfo

@@ -111,9 +111,9 @@ class PolicyWorker(TrainableWorker):
 
     # ----------------------------------------------------------------------------------------- loss
 
-    def _loss_normalizer(self, loss_mask: torch.Tensor) -> float:
+    def _loss_normalizer(self, loss_masks: list[torch.Tensor]) -> float:
         algo = self.algorithm_config
-        return compute_loss_normalizer(loss_mask, algo.loss_reduction, algo.max_seq_len)
+        return compute_loss_normalizer(loss_masks, algo.loss_reduction, algo.max_seq_len)
 
     def _reduce(self, per_token: torch.Tensor, loss_mask: torch.Tensor, info: MiniBatchInfo) -> torch.Tensor:
         return reduce_loss(per_token, loss_mask, self.algorithm_config.loss_reduction, normalizer=info.loss_normalizer)
@@ -205,9 +205,13 @@ class PolicyWorker(TrainableWorker):
                 "the old logprobs come from the pre-update weights, that the optimizer holds the parameters the "
                 "forward uses, and the learning rate."
             )
-        rollout_logprobs = batch.get("rollout_logprobs")
-        if rollout_logprobs is not None:
-            metrics.update(rollout_train_logprob_diff(rollout_logprobs, batch["action_log_probs"], batch["loss_mask"]))
+        if batch.get("rollout_logprobs") is not None:
+            whole = TrainingInputBatch.cat(
+                self._gather(batch.select(["rollout_logprobs", "action_log_probs", "loss_mask"]))
+            )
+            metrics.update(
+                rollout_train_logprob_diff(whole["rollout_logprobs"], whole["action_log_probs"], whole["loss_mask"])
+            )
         return metrics
 
     # ----------------------------------------------------------------------------------------- export

@@ -156,7 +156,17 @@ class TrainableWorker:
 
     # ----------------------------------------------------------------------------------------- subclass hooks
 
-    def _loss_normalizer(self, loss_mask: torch.Tensor) -> float:
+    _gradient_scale: int = 1
+    """Factor on each micro-batch loss before backward: the data-parallel world size when the gradient reduction
+    averages over ranks (FSDP2), so that the result is the sum of the ranks' exact shares."""
+
+    def _gather(self, value: Any) -> list[Any]:
+        """``value`` of every data-parallel rank, in rank order. One process: ``[value]``. A data-parallel subclass
+        gathers across ranks, so mini-batch normalisers, skips and metrics are those of the global mini-batch."""
+        return [value]
+
+    def _loss_normalizer(self, loss_masks: list[torch.Tensor]) -> float:
+        """The mini-batch's loss normaliser ``Z`` from its loss masks (one per data-parallel rank)."""
         raise NotImplementedError
 
     def _micro_batch_loss(
@@ -182,18 +192,21 @@ class TrainableWorker:
         Returns the step's metrics (unprefixed): exact mini-batch values whatever the micro-batch size.
         """
         self.model.train()
-        loss_mask = mini_batch["loss_mask"]
+        masks = self._gather(mini_batch["loss_mask"])
         info = MiniBatchInfo(
-            loss_normalizer=self._loss_normalizer(loss_mask),
-            num_rows=mini_batch.batch_size,
-            num_tokens=max(float(loss_mask.sum()), 1.0),
+            loss_normalizer=self._loss_normalizer(masks),
+            num_rows=sum(mask.shape[0] for mask in masks),
+            num_tokens=max(sum(float(mask.sum()) for mask in masks), 1.0),
         )
         metrics: dict[str, float] = {}
         for micro_batch in mini_batch.chunk(micro_batch_size):
             loss, micro_metrics = self._micro_batch_loss(micro_batch, info)
-            loss.backward()
+            (loss * self._gradient_scale if self._gradient_scale != 1 else loss).backward()
             combine_micro_metrics(metrics, micro_metrics)
-        return self._finalize_step_metrics(metrics)
+        combined: dict[str, float] = {}
+        for rank_metrics in self._gather(metrics):
+            combine_micro_metrics(combined, rank_metrics)
+        return self._finalize_step_metrics(combined)
 
     def optim_step(self) -> dict[str, float]:
         """Clip the accumulated gradient to ``max_grad_norm``, step optimizer and scheduler, zero the gradient.
@@ -204,7 +217,9 @@ class TrainableWorker:
         """
         lr = self.lr
         max_norm = self.max_grad_norm if self.max_grad_norm > 0 else math.inf
-        grad_norm = float(nn.utils.clip_grad_norm_(self._params, max_norm))
+        grad_norm = nn.utils.clip_grad_norm_(self._params, max_norm)
+        # sharded parameters (FSDP2) give a DTensor norm: the norm of the whole gradient, read with full_tensor()
+        grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
         skipped = not math.isfinite(grad_norm)
         if skipped:
             logger.warning("%s gradient norm is %s: skipping this optimizer step", self.metric_prefix, grad_norm)
@@ -241,7 +256,7 @@ class TrainableWorker:
         empty_skips = 0
         for _ in range(update_epochs):
             for mini_batch in batch.chunk(mini_batch_size):
-                if not mini_batch["loss_mask"].any():
+                if not any(self._gather(bool(mini_batch["loss_mask"].any()))):
                     logger.warning(
                         "%s mini-batch of %d rows has an all-zero loss mask: skipping its update",
                         self.metric_prefix,
