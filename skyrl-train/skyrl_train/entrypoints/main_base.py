@@ -83,7 +83,7 @@ class BasePPOExp:
         """Uploads eval dumps to `s3://{eval_bucket}/evals/{run_name}/` when S3 is on, else None."""
         return EvalDumpUploader(self.s3, self.uploader) if self.s3 is not None else None
 
-    def preflight(self, train_dataset: PromptDataset, eval_dataset: PromptDataset | None) -> None:
+    def preflight(self, train_dataset: PromptDataset | None, eval_dataset: PromptDataset | None) -> None:
         """Checks that need no model, run before it loads (`skyrl_train.preflight.check_envs`)."""
         for line in check_envs(self.cfg, {"data.train_data": train_dataset, "data.val_data": eval_dataset}):
             logger.info("preflight: %s", line)
@@ -109,6 +109,11 @@ class BasePPOExp:
         return policy, ref, critic
 
     def get_inference_engine(self, policy: PolicyWorker, tokenizer) -> InferenceEngineInterface:
+        """The engine that generates with the policy's weights (the colocated `hf` engine shares its module)."""
+        return self.make_inference_engine(policy.model, tokenizer)
+
+    def make_inference_engine(self, model, tokenizer) -> InferenceEngineInterface:
+        """An inference engine over `model` as `generator.*` configures it."""
         g = self.cfg.generator
         if not g.run_engines_locally or g.backend != "hf":
             raise NotImplementedError(
@@ -118,7 +123,7 @@ class BasePPOExp:
         from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES, HFInferenceEngine
 
         return HFInferenceEngine(
-            policy.model,
+            model,
             tokenizer,
             max_num_seqs=g.max_num_seqs,
             seed=self.cfg.trainer.seed,

@@ -49,5 +49,6 @@ class EvalDumpUploader:
         self.uploader = uploader
         self.store = settings.store(settings.eval_bucket)
 
-    def upload(self, folder: Path, global_step: int) -> None:
+    def upload(self, folder: Path, global_step: int | None) -> None:
+        """Queue `folder`'s upload under `global_step_N/` (`eval_only/` for None: an eval outside training)."""
         queue_eval_dump_upload(self.uploader, self.store, folder, self.settings.eval_prefix(global_step))

@@ -1,0 +1,90 @@
+"""Evaluate a model without training: `python -m skyrl_train.entrypoints.main_generate key=value ...`.
+
+Takes the training config (same overrides, same validation). `trainer.policy.model.path` is the model to
+evaluate: any HF folder or id, e.g. a run's export `<export_path>/global_step_N/policy` (LoRA merged) or the
+default alias; `data.val_data` is the eval set. It runs the env preflight, then one eval (upstream's
+`EvalOnlyEntrypoint`: `eval_sampling_params`, `eval_n_samples_per_prompt`), logs the `eval/*` metrics to the
+trackers, writes the dumps to `<export_path>/dumped_evals/eval_only/` and, with S3 on, uploads them to
+`s3://{eval_bucket}/evals/{run_name}/eval_only/`. `skyrl-analyze-evals <export_path>` reads them like training's.
+Exit status: 0, 2 for an invalid config, 1 when the preflight stops the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from skyrl_train.config import ConfigError, SkyRLConfig, load_config
+from skyrl_train.dataset import PromptDataLoader, PromptDataset
+from skyrl_train.entrypoints.main_base import BasePPOExp
+from skyrl_train.evaluate import evaluate
+from skyrl_train.models import load_causal_lm
+from skyrl_train.preflight import PreflightError
+
+logger = logging.getLogger(__name__)
+
+EVAL_ONLY_DIR = "eval_only"
+"""Dump folder name under `<export_path>/dumped_evals/` (upstream's)."""
+
+
+class EvalOnlyEntrypoint(BasePPOExp):
+    """`BasePPOExp` without training: no train data, no workers, one eval. Its `get_*` hooks apply as in training."""
+
+    def get_eval_dataset(self, tokenizer) -> PromptDataset:
+        if not self.cfg.data.val_data:
+            raise ValueError("data.val_data is empty: there is nothing to evaluate")
+        return PromptDataset(self.cfg.data.val_data, tokenizer, self.cfg.trainer.max_prompt_length)
+
+    def run(self) -> dict[str, float]:
+        """Run the eval once; returns its metrics. S3 uploads are flushed before it returns."""
+        try:
+            return self._evaluate()
+        finally:
+            if self.uploader is not None:
+                self.uploader.close()
+
+    def _evaluate(self) -> dict[str, float]:
+        t = self.cfg.trainer
+        tokenizer = self.get_tokenizer()
+        dataset = self.get_eval_dataset(tokenizer)
+        self.preflight(None, dataset)
+        model = load_causal_lm(t.policy.model.path, "bfloat16" if t.bf16 else "float32")
+        engine = self.make_inference_engine(model, tokenizer)
+        generator = self.get_generator(engine, tokenizer)
+        dump_dir = self.export_path / "dumped_evals" / EVAL_ONLY_DIR if t.dump_eval_results else None
+        loader = PromptDataLoader.for_eval(dataset, t.eval_batch_size)
+        try:
+            metrics = asyncio.run(evaluate(loader, generator, self.cfg, None, tokenizer, dump_dir))
+        finally:
+            asyncio.run(engine.teardown())
+        with self.get_tracker() as tracker:
+            tracker.log(metrics, step=0)
+        uploads = self.get_eval_dump_uploader()
+        if dump_dir is not None and uploads is not None:
+            uploads.upload(dump_dir, None)
+        return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Load and validate the config from `argv` overrides (default: sys.argv[1:]), then evaluate."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    try:
+        cfg: SkyRLConfig = load_config(args)
+    except ConfigError as e:
+        print(f"Invalid config: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        EvalOnlyEntrypoint(cfg).run()
+    except PreflightError as e:
+        print(f"Stopped: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
