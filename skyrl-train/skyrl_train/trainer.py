@@ -267,6 +267,7 @@ class PPOTrainer:
             lambd=algo.lambd,
             grpo_norm_by_std=algo.grpo_norm_by_std,
             baseline_mask=batch["baseline_mask"],
+            config=algo,
         )
         if batch.get("is_last_step") is not None:
             advantages, returns = compute_step_wise_advantages(

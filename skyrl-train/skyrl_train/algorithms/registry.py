@@ -18,8 +18,8 @@ Calling conventions (what the trainer passes):
 
 - advantage estimator: keyword arguments only, ``fn(token_level_rewards=[B,T], response_mask=[B,T],
   index=uids, values=[B,T] | None, gamma=float, lambd=float, grpo_norm_by_std=bool,
-  baseline_mask=[B] | None)``; returns ``(advantages [B,T], returns [B,T])``. Accept ``**kwargs`` and ignore
-  what you do not use.
+  baseline_mask=[B] | None, config=AlgorithmConfig)``; returns ``(advantages [B,T], returns [B,T])``. Accept
+  ``**kwargs`` and ignore what you do not use. In step-wise mode the estimator sees one row per trajectory.
 - policy loss (upstream's signature): ``fn(log_probs, old_log_probs, advantages, config, loss_mask=None,
   rollout_logprobs=None)`` with tensors ``[B,T]`` and ``config`` the ``trainer.algorithm`` section
   (``skyrl_train.config.schema.AlgorithmConfig``); returns ``(per_token_loss [B,T], metrics: dict[str, float])``.

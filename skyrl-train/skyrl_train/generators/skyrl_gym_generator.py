@@ -38,7 +38,7 @@ import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import ConversationType
@@ -60,11 +60,13 @@ from skyrl_train.generators.utils import (
     get_generation_prompt_ids,
     get_rollout_metrics,
     resolve_sampling_params,
-    to_plain,
     trajectory_counters,
     zero_rewards_on_non_stop,
 )
 from skyrl_train.inference_engines.base import InferenceEngineInput, InferenceEngineInterface, SamplingParams
+
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import GeneratorConfig, SkyRLGymConfig
 
 logger = logging.getLogger(__name__)
 
@@ -170,11 +172,17 @@ class _Rollout:
 class SkyRLGymGenerator(GeneratorInterface):
     """The default generator: multi-turn agent loops over skyrl-gym envs, token-in/token-out.
 
-    `generator_cfg` is the `generator` config section and `skyrl_gym_cfg` is `environment.skyrl_gym`
-    (a DictConfig or the typed dataclasses; both are read by attribute with upstream key names).
+    `generator_cfg` is the `generator` config section and `skyrl_gym_cfg` is `environment.skyrl_gym` (whose
+    per-env blocks become each env's `env_config`).
     """
 
-    def __init__(self, generator_cfg, skyrl_gym_cfg, inference_engine_client: InferenceEngineInterface, tokenizer):
+    def __init__(
+        self,
+        generator_cfg: GeneratorConfig,
+        skyrl_gym_cfg: SkyRLGymConfig,
+        inference_engine_client: InferenceEngineInterface,
+        tokenizer,
+    ):
         _validate_generator_cfg(generator_cfg)
         self.cfg = generator_cfg
         self.skyrl_gym_cfg = skyrl_gym_cfg
@@ -189,7 +197,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         self.inject_context_status: bool = generator_cfg.inject_context_status
         self.trajectory_timeout: float | None = generator_cfg.trajectory_timeout_seconds or None
         self.default_sampling_params = resolve_sampling_params(generator_cfg.sampling_params)
-        self._template_kwargs: dict[str, Any] = to_plain(generator_cfg.chat_template_kwargs) or {}
+        self._template_kwargs: dict[str, Any] = dict(generator_cfg.chat_template_kwargs)
         self._obs_encoder = ObservationEncoder(tokenizer, **self._template_kwargs)
         self.generation_prompt_ids = get_generation_prompt_ids(tokenizer, **self._template_kwargs)
         workers = skyrl_gym_cfg.max_env_workers
@@ -478,7 +486,7 @@ class SkyRLGymGenerator(GeneratorInterface):
 
     def _make_env(self, env_class: str, env_extras: dict[str, Any] | None):
         extras = {**(env_extras or {}), "max_turns": self.max_turns}
-        env_config = getattr(self.skyrl_gym_cfg, env_class, None) or {}
+        env_config = self.skyrl_gym_cfg.get_env_config(env_class)
         try:
             return skyrl_gym.make(env_class, env_config=env_config, extras=extras)
         except Exception as exc:
@@ -521,9 +529,9 @@ def _describe(error: BaseException | None) -> str:
     return "unknown error" if error is None else f"{type(error).__name__}: {error}"
 
 
-def _validate_generator_cfg(cfg) -> None:
+def _validate_generator_cfg(cfg: GeneratorConfig) -> None:
     """Reject configurations this generator does not implement, naming the key."""
-    if (to_plain(cfg.chat_template) or {}).get("name_or_path") is not None:
+    if cfg.chat_template.name_or_path is not None:
         raise NotImplementedError(
             "generator.chat_template: custom chat templates (the re-tokenising path) are not supported; "
             "set generator.chat_template.name_or_path=null to use the tokenizer's own template"

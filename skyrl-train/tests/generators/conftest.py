@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from omegaconf import OmegaConf
 
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
+from skyrl_train.config import build_config
+from skyrl_train.config.schema import GeneratorConfig, SkyRLGymConfig
 from skyrl_train.generators.base import GeneratorInput, TrajectoryID
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import InferenceEngineInput, InferenceEngineInterface, InferenceEngineOutput
@@ -183,7 +184,7 @@ def make_generator(tokenizer):
 
     def make(script, max_env_workers: int = 4, env_configs: dict | None = None, **overrides):
         engine = ScriptedEngine(tokenizer, script)
-        skyrl_gym_cfg = OmegaConf.create({"max_env_workers": max_env_workers, **(env_configs or {})})
+        skyrl_gym_cfg = SkyRLGymConfig(max_env_workers=max_env_workers, env_configs=env_configs or {})
         return SkyRLGymGenerator(_generator_cfg(**overrides), skyrl_gym_cfg, engine, tokenizer), engine
 
     return make
@@ -222,34 +223,18 @@ def generator_cfg():
     return _generator_cfg
 
 
-def _generator_cfg(**overrides):
-    """The `generator` section with every key the generator reads; `overrides` may be dotted ('a.b')."""
-    cfg = OmegaConf.create(
-        {
-            "max_input_length": 1024,
-            "max_turns": 3,
-            "sampling_params": {
-                "max_generate_length": 64,
-                "temperature": 1.0,
-                "top_p": 1.0,
-                "top_k": -1,
-                "min_p": 0.0,
-                "repetition_penalty": 1.0,
-                "logprobs": 0,
-                "stop": None,
-            },
-            "use_conversation_multi_turn": True,
-            "append_eos_token_after_stop_str_in_multi_turn": True,
-            "zero_reward_on_non_stop": False,
-            "apply_overlong_filtering": False,
-            "step_wise_trajectories": False,
-            "trajectory_timeout_seconds": 0,
-            "inject_context_status": False,
-            "batched": False,
-            "chat_template": {"source": "name", "name_or_path": None},
-            "chat_template_kwargs": {},
-        }
-    )
+def _generator_cfg(**overrides) -> GeneratorConfig:
+    """The typed `generator` section for these tests; `overrides` may be dotted ('sampling_params.top_k')."""
+    values: dict[str, Any] = {
+        "max_input_length": 1024,
+        "max_turns": 3,
+        "sampling_params": {"max_generate_length": 64, "temperature": 1.0, "logprobs": 0},
+        "trajectory_timeout_seconds": 0,
+    }
     for key, value in overrides.items():
-        OmegaConf.update(cfg, key, value, merge=False)
-    return cfg
+        *parents, leaf = key.split(".")
+        block = values
+        for parent in parents:
+            block = block.setdefault(parent, {})
+        block[leaf] = value
+    return build_config({"generator": values}).generator

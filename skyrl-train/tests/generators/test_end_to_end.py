@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from omegaconf import OmegaConf
 
 from skyrl_gym.envs.gsm8k_multi_turn.env import FINAL_NUDGE
+from skyrl_train.config.schema import SkyRLGymConfig
 from skyrl_train.generators.base import GeneratorInput, TrajectoryID
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import InferenceEngineInterface
@@ -43,7 +43,7 @@ async def engine(tiny_model, tiny_tokenizer):  # noqa: F811
 async def two_turn_rollout(engine, tiny_tokenizer, generator_cfg):  # noqa: F811
     """Two gsm8k_multi_turn trajectories of at most 2 turns, 8 sampled tokens per turn."""
     cfg = generator_cfg(max_turns=2, **{"sampling_params.max_generate_length": MAX_TOKENS})
-    generator = SkyRLGymGenerator(cfg, OmegaConf.create({"max_env_workers": 2}), engine, tiny_tokenizer)
+    generator = SkyRLGymGenerator(cfg, SkyRLGymConfig(max_env_workers=2), engine, tiny_tokenizer)
     question = [{"role": "user", "content": "Tom has 2 apples and buys 2 more. How many apples does he have?"}]
     output = await generator.generate(
         GeneratorInput(

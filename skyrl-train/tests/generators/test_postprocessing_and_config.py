@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from omegaconf import OmegaConf
 
+from skyrl_train.config.schema import SkyRLGymConfig
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.generators.utils import apply_overlong_filtering, zero_rewards_on_non_stop
 from skyrl_train.inference_engines.base import SamplingParams
@@ -60,22 +60,22 @@ async def test_config_sampling_params_are_used_by_default(make_generator, batch,
 def test_custom_chat_template_is_rejected_naming_the_key(tokenizer, generator_cfg):
     cfg = generator_cfg(**{"chat_template.name_or_path": "qwen3_with_thinking"})
     with pytest.raises(NotImplementedError, match=r"generator\.chat_template"):
-        SkyRLGymGenerator(cfg, OmegaConf.create({"max_env_workers": 0}), None, tokenizer)
+        SkyRLGymGenerator(cfg, SkyRLGymConfig(max_env_workers=0), None, tokenizer)
 
 
 def test_batched_generation_is_rejected_naming_the_key(tokenizer, generator_cfg):
     with pytest.raises(NotImplementedError, match=r"generator\.batched"):
-        SkyRLGymGenerator(generator_cfg(batched=True), OmegaConf.create({"max_env_workers": 0}), None, tokenizer)
+        SkyRLGymGenerator(generator_cfg(batched=True), SkyRLGymConfig(max_env_workers=0), None, tokenizer)
 
 
 def test_step_wise_requires_multi_turn_conversations(tokenizer, generator_cfg):
     cfg = generator_cfg(step_wise_trajectories=True, use_conversation_multi_turn=False)
     with pytest.raises(ValueError, match=r"generator\.use_conversation_multi_turn"):
-        SkyRLGymGenerator(cfg, OmegaConf.create({"max_env_workers": 0}), None, tokenizer)
+        SkyRLGymGenerator(cfg, SkyRLGymConfig(max_env_workers=0), None, tokenizer)
 
 
 def test_typed_config_sections_work(tokenizer):
-    from skyrl_train.config.schema import GeneratorConfig, SkyRLGymConfig
+    from skyrl_train.config.schema import GeneratorConfig
 
     cfg = dataclasses.replace(GeneratorConfig(), max_input_length=512, trajectory_timeout_seconds=0)
     generator = SkyRLGymGenerator(cfg, SkyRLGymConfig(max_env_workers=2), None, tokenizer)
