@@ -3,6 +3,7 @@
     from skyrl_train.testing_ray import local_ray, two_node_ray  # noqa: F401
 
 - `local_ray` (module): a local cluster of this process (``ray.init`` with 4 logical CPUs); shut down afterwards.
+- `FSDP2_CPU_OVERRIDES`, `subprocess_env()`: for tests that run the entrypoint with ``trainer.strategy=fsdp2``.
 - `two_node_ray` (module): two Ray nodes on this machine, each with 4 fake GPUs and 4 CPUs, started with
   ``ray start --head`` and ``ray start --address`` (distinct ports) as on a real cluster; this process connects as
   a driver. Both ``ray start --block`` processes run in a session of their own, and teardown signals exactly those
@@ -28,6 +29,22 @@ from pathlib import Path
 import pytest
 
 TEST_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+FSDP2_CPU_OVERRIDES = [
+    "trainer.strategy=fsdp2",
+    "trainer.placement.colocate_all=false",
+    "trainer.placement.policy_num_gpus_per_node=2",
+    "trainer.placement.ref_num_gpus_per_node=2",
+]
+"""The fsdp2 overrides for a CPU machine (docs/distributed.md): 2 policy ranks, not colocated with the engine."""
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a training subprocess that starts its own local cluster: ``TEST_ENV`` set,
+    ``RAY_ADDRESS`` removed, plus ``extra``."""
+    env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+    return {**env, **TEST_ENV, **extra}
+
+
 NODE_GPUS = 4
 NODE_CPUS = 4
 

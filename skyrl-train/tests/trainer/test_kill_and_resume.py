@@ -8,7 +8,6 @@ With ``trainer.strategy=fsdp2`` (slow, ~4 min) the same happens to the driver of
 (Ray actors of a local cluster, which Ray tears down with the killed driver); its checkpoints are sharded.
 """
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import pytest
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
-from skyrl_train.testing_ray import TEST_ENV
+from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, subprocess_env
 from skyrl_train.training_batch import TrainingInputBatch
 
 LAUNCHER = textwrap.dedent("""
@@ -48,13 +47,6 @@ LAUNCHER = textwrap.dedent("""
     """)
 
 STEPS = 6
-FSDP2_CPU = [
-    "trainer.strategy=fsdp2",
-    "trainer.placement.colocate_all=false",
-    "trainer.placement.policy_num_gpus_per_node=2",
-    "trainer.placement.ref_num_gpus_per_node=2",
-]
-"""The fsdp2 overrides for a CPU machine (docs/distributed.md): 2 policy ranks, not colocated with the engine."""
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +57,7 @@ def data_dir(tmp_path_factory):
 
 
 def train(run_dir, data_dir, model_path, kill_at=None, strategy="single"):
-    overrides = (FSDP2_CPU if strategy == "fsdp2" else []) + [
+    overrides = (FSDP2_CPU_OVERRIDES if strategy == "fsdp2" else []) + [
         f"data.train_data=[{data_dir / 'train.parquet'}]",
         "data.val_data=[]",
         f"trainer.policy.model.path={model_path}",
@@ -88,8 +80,7 @@ def train(run_dir, data_dir, model_path, kill_at=None, strategy="single"):
         f"trainer.export_path={run_dir / 'exports'}",
         "trainer.resume_mode=latest",
     ]
-    env = {**os.environ, "KILL_AT": kill_at or "", "STRATEGY": strategy, **TEST_ENV}
-    env.pop("RAY_ADDRESS", None)
+    env = subprocess_env(KILL_AT=kill_at or "", STRATEGY=strategy)
     return subprocess.run(
         [sys.executable, "-c", LAUNCHER, *overrides], env=env, capture_output=True, text=True, timeout=600
     )
@@ -132,6 +123,8 @@ def test_killed_runs_resume_from_the_last_complete_checkpoint_at_the_same_data_p
     resumed = train(run, data_dir, tiny_model, strategy=strategy)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stderr and "global_step_4 at step 4" in resumed.stderr
+    if strategy == "fsdp2":  # the ranks' log records reach the driver's console
+        assert "[rank 1] skyrl_train.distributed.actor_group: joined the gloo process group" in resumed.stderr
     assert latest(run) == STEPS
     assert batch_uids(run) == batch_uids(reference)
     assert sorted(p.name for p in (run / "ckpts").iterdir()) == [

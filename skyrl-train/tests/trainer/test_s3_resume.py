@@ -3,9 +3,10 @@ without its local checkpoints from the newest checkpoint complete in S3, and fin
 
 The launcher wraps the real entrypoint; it only decides *when* the process kills itself: just before the second
 object of step 2's checkpoint is uploaded, so S3 holds part of step 2 and no manifest for it.
+
+With ``trainer.strategy=fsdp2`` (slow) the checkpoints are sharded by 2 gloo ranks and every rank's shard reaches S3.
 """
 
-import os
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
+from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, subprocess_env
 from skyrl_train.testing_s3 import s3_client
 
 LAUNCHER = textwrap.dedent("""
@@ -48,8 +50,8 @@ def data_dir(tmp_path_factory):
     return folder
 
 
-def train(run_dir, data_dir, model_path, endpoint, bucket, kill_during_upload_of=None):
-    overrides = [
+def train(run_dir, data_dir, model_path, endpoint, bucket, kill_during_upload_of=None, strategy="single"):
+    overrides = (FSDP2_CPU_OVERRIDES if strategy == "fsdp2" else []) + [
         f"data.train_data=[{data_dir / 'train.parquet'}]",
         f"data.val_data=[{data_dir / 'validation.parquet'}]",
         f"trainer.policy.model.path={model_path}",
@@ -79,7 +81,7 @@ def train(run_dir, data_dir, model_path, endpoint, bucket, kill_during_upload_of
         "trainer.s3.keep_local=1",
         "trainer.s3.keep_remote=3",
     ]
-    env = {**os.environ, "KILL_DURING_UPLOAD_OF": kill_during_upload_of or ""}
+    env = subprocess_env(KILL_DURING_UPLOAD_OF=kill_during_upload_of or "")
     return subprocess.run(
         [sys.executable, "-c", LAUNCHER, *overrides], env=env, capture_output=True, text=True, timeout=600
     )
@@ -95,16 +97,17 @@ def complete_steps(endpoint, bucket):
     return sorted(int(k.split("/")[2].removeprefix("global_step_")) for k in keys if k.endswith("/MANIFEST.json"))
 
 
+@pytest.mark.parametrize("strategy", ["single", pytest.param("fsdp2", marks=pytest.mark.slow)])
 def test_a_run_killed_during_an_upload_resumes_from_the_newest_complete_s3_checkpoint(
-    tmp_path, data_dir, tiny_model, s3_server, s3_bucket
+    tmp_path, data_dir, tiny_model, s3_server, s3_bucket, strategy
 ):
-    killed = train(tmp_path / "vm1", data_dir, tiny_model, s3_server, s3_bucket, kill_during_upload_of="2")
+    killed = train(tmp_path / "vm1", data_dir, tiny_model, s3_server, s3_bucket, "2", strategy)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert complete_steps(s3_server, s3_bucket) == [1]
     assert len(remote_keys(s3_server, s3_bucket, "proj/run1/global_step_2/")) == 1  # partial, no manifest
 
     shutil.rmtree(tmp_path / "vm1")  # the machine is gone with its local checkpoints
-    resumed = train(tmp_path / "vm2", data_dir, tiny_model, s3_server, s3_bucket)
+    resumed = train(tmp_path / "vm2", data_dir, tiny_model, s3_server, s3_bucket, strategy=strategy)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"downloaded checkpoint global_step_1 from s3://{s3_bucket}/proj/run1/global_step_1/" in resumed.stderr
     assert "global_step_1 at step 1" in resumed.stderr
@@ -114,6 +117,9 @@ def test_a_run_killed_during_an_upload_resumes_from_the_newest_complete_s3_check
     assert sorted(p.name for p in ckpts.iterdir()) == ["global_step_3", LATEST_CKPT_FILE]
     assert (ckpts / LATEST_CKPT_FILE).read_text() == "3\n"
     assert "uploaded checkpoint global_step_3 to " in resumed.stderr
+    if strategy == "fsdp2":  # both ranks' shards of the sharded policy checkpoint are in S3
+        shards = remote_keys(s3_server, s3_bucket, "proj/run1/global_step_3/policy/model_optim/")
+        assert [key.rsplit("/", 1)[1] for key in shards] == [".metadata", "__0_0.distcp", "__1_0.distcp"]
 
     eval_keys = remote_keys(s3_server, s3_bucket, "evals/run1/")
     assert "evals/run1/global_step_3/aggregated_results.jsonl" in eval_keys
