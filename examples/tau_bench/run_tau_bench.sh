@@ -7,10 +7,12 @@
 # - policy: the default model (SmolLM2-135M-Instruct, fp32) with LoRA (the shared recipe, examples/cpu_lora_grpo.sh);
 # - user simulator: the same default model behind `python -m skyrl_train.serve`, started by this script (an
 #   OpenAI-compatible endpoint on a free port; stopped at exit);
-# - data: the official retail train split, first TRAIN_SIZE (8) tasks, so 2 GRPO steps of 4 tasks x 4 samples; eval
-#   (greedy, before and after training) on the first TEST_SIZE (4) tasks of the official test split;
+# - data: the official retail train split, first TRAIN_SIZE (2) tasks, so 1 GRPO step of 2 tasks x 4 samples; eval
+#   (greedy, before and after training) on the first TEST_SIZE (2) tasks of the official test split;
 # - small context: the tools as one line each, the policy left out (include_policy=false), one demonstration,
-#   at most 4 agent turns, 96 new tokens per turn.
+#   at most 3 agent turns, 64 new tokens per turn (user: 24), micro-batches of 1 (long multi-turn sequences:
+#   larger micro-batches ran out of memory on a 23 GB machine).
+# On 2 shared CPU cores the user simulator is the slow part (~0.5 s per token under load): ~30 min in all.
 #
 #   bash examples/tau_bench/run_tau_bench.sh                      # CPU defaults
 #   bash examples/tau_bench/run_tau_bench.sh trainer.epochs=2     # any extra argument is a config override
@@ -40,8 +42,8 @@ source "$repo_root/examples/cpu_lora_grpo.sh"
 
 OUT="${OUT:-$repo_root/outputs/tau_bench}"
 DOMAIN="${DOMAIN:-retail}"
-TRAIN_SIZE="${TRAIN_SIZE-8}"
-TEST_SIZE="${TEST_SIZE-4}"
+TRAIN_SIZE="${TRAIN_SIZE-2}"
+TEST_SIZE="${TEST_SIZE-2}"
 USER_STRATEGY="${USER_STRATEGY:-llm}"
 DATA="$OUT/data/$DOMAIN"
 mkdir -p "$OUT"
@@ -82,27 +84,31 @@ export OPENAI_API_KEY="${USER_API_KEY:-${OPENAI_API_KEY:-EMPTY}}"
     environment.env_class=tau_bench \
     +environment.skyrl_gym.tau_bench.include_policy=false \
     +environment.skyrl_gym.tau_bench.tool_prompt=compact \
-    +environment.skyrl_gym.tau_bench.max_turns=4 \
+    +environment.skyrl_gym.tau_bench.max_turns=3 \
     +environment.skyrl_gym.tau_bench.demonstrations="$repo_root/examples/tau_bench/demonstrations.json" \
     +environment.skyrl_gym.tau_bench.user.kind=llm \
     +environment.skyrl_gym.tau_bench.user.base_url="$USER_BASE_URL" \
     +environment.skyrl_gym.tau_bench.user.model="$USER_MODEL" \
     +environment.skyrl_gym.tau_bench.user.strategy="$USER_STRATEGY" \
-    +environment.skyrl_gym.tau_bench.user.max_tokens=32 \
+    +environment.skyrl_gym.tau_bench.user.max_tokens=24 \
     +environment.skyrl_gym.tau_bench.user.temperature=0.0 \
     +environment.skyrl_gym.tau_bench.user.timeout_s=600 \
+    trainer.train_batch_size=2 \
+    trainer.policy_mini_batch_size=2 \
+    trainer.micro_train_batch_size_per_gpu=1 \
+    trainer.micro_forward_batch_size_per_gpu=1 \
     trainer.eval_batch_size=16 \
-    trainer.eval_interval=2 \
+    trainer.eval_interval=1 \
     trainer.max_prompt_length=1536 \
-    generator.max_input_length=3072 \
+    generator.max_input_length=2048 \
     generator.max_num_seqs=16 \
-    generator.max_turns=4 \
-    generator.sampling_params.max_generate_length=96 \
+    generator.max_turns=3 \
+    generator.sampling_params.max_generate_length=64 \
     generator.sampling_params.temperature=0.7 \
-    generator.eval_sampling_params.max_generate_length=96 \
+    generator.eval_sampling_params.max_generate_length=64 \
     "generator.sampling_params.stop=['</tool_call>']" \
     "generator.eval_sampling_params.stop=['</tool_call>']" \
-    trainer.ckpt_interval=2 \
+    trainer.ckpt_interval=1 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \
     trainer.project_name=tau_bench_cpu \
