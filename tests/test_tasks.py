@@ -27,7 +27,7 @@ import sizing  # noqa: E402
 TASKS = ["eval", "grpo", "gsm8k", "tau_bench"]
 TRAINING_TASKS = ["grpo", "gsm8k", "tau_bench"]
 # Envs the YAMLs leave null (SkyPilot refuses to launch without them).
-REQUIRED_ENVS = ["EVAL_RUN_NAME=grpo-20261123-101500", "USER_BASE_URL=http://127.0.0.1:9/v1", "USER_MODEL=user-llm"]
+REQUIRED_ENVS = ["USER_BASE_URL=http://127.0.0.1:9/v1", "USER_MODEL=user-llm"]
 GPU_CHOICES = [{"accelerators": {"B200": 8}}, {"accelerators": {"H200": 8}}]
 REQUIRED_SECRETS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
 
@@ -86,16 +86,36 @@ def test_gpu_task_disk_holds_the_checkpoints_sizing_computes(parsed, name, lora_
     assert task["resources"][0]["disk_size"] * 1000**3 < 2 * needed  # sized, not a blanket number
 
 
-def test_eval_task_needs_no_gpu_and_the_run_to_analyse(parsed, tmp_path):
+def test_eval_task_needs_no_gpu_and_room_for_one_checkpoint(parsed):
     task = parsed["eval"]
     assert task["num_nodes"] == 1
-    assert task["resources"] == [{"accelerators": None, "disk_size": 128, "cpus": "4+"}]
-    assert task["envs"]["EVAL_RUN_NAME"] == "grpo-20261123-101500"
-    assert "skyrl-analyze-evals" in task["run"]
+    assert task["resources"] == [{"accelerators": None, "disk_size": 256, "cpus": "16+", "memory": "128+"}]
+    # The largest default training model (Qwen3-8B, full fine-tuning): one checkpoint, its export, the base model.
+    needed = sizing.disk_bytes_per_node(sizing.load_model("Qwen/Qwen3-8B"), sizing.RunSettings(keep_local=0))
+    assert needed <= 256 * 1000**3 < 2 * needed
+    assert {
+        k: task["envs"][k] for k in ("CHECKPOINT", "MODEL", "EVAL_RUN_NAME", "VAL_DATA", "RUN_NAME")
+    } == dict.fromkeys(("CHECKPOINT", "MODEL", "EVAL_RUN_NAME", "VAL_DATA", "RUN_NAME"), "")
+    # The gsm8k task's sizes, so the default eval set is the held-out split the gsm8k run evaluated.
+    gsm8k = parsed["gsm8k"]["envs"]
+    assert (task["envs"]["TRAIN_SIZE"], task["envs"]["VAL_SIZE"]) == (gsm8k["TRAIN_SIZE"], gsm8k["VAL_SIZE"])
+    for step in ("skyrl_train.checkpoints.export_hf", "skyrl_train.entrypoints.main_generate", "skyrl-analyze-evals"):
+        assert step in task["run"], step
 
-    missing = _check_tasks("tasks/eval.yaml", home=tmp_path)
-    assert missing.returncode == 1
-    assert "tasks/eval.yaml" in missing.stderr and "EVAL_RUN_NAME" in missing.stderr
+
+@pytest.mark.parametrize(
+    "chosen",
+    [{}, {"MODEL": "m", "EVAL_RUN_NAME": "r"}, {"CHECKPOINT": "s3://b/p/r/global_step_1", "MODEL": "m"}],
+)
+def test_eval_run_needs_exactly_one_of_checkpoint_model_or_run_to_analyse(tmp_path, chosen):
+    import yaml
+
+    task = yaml.safe_load((REPO_ROOT / "tasks" / "eval.yaml").read_text())
+    env = {**os.environ, **{k: str(v) for k, v in task["envs"].items()}, "SKYRL_OUTPUT_DIR": str(tmp_path), **chosen}
+    result = subprocess.run(["bash", "-c", task["run"]], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "set exactly one of CHECKPOINT, MODEL (evaluate) or EVAL_RUN_NAME" in result.stderr
+    assert not any(tmp_path.iterdir())  # refused before anything ran
 
 
 @pytest.mark.parametrize("name", TASKS)

@@ -1,7 +1,7 @@
 """Off-cloud simulation of a 2-node SkyPilot launch: the gsm8k task's `run` command on ranks 0 and 1 of this machine
 (both 127.0.0.1, distinct Ray ports) forms a real 2-node Ray cluster and trains 2 GRPO steps of a tiny model on CPU,
 writing checkpoints and eval dumps to a real S3-compatible server (moto); then the eval task's `run` command
-analyses those dumps from S3 and uploads its report.
+evaluates the step-2 checkpoint from S3 (exported, eval dumps to S3, report), and analyses the run's own dumps.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from skyrl_train.testing_s3 import s3_bucket, s3_client, s3_server  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUN_NAME = "gsm8k-offcloud"
+REPORT_FILES = {"MANIFEST.json", "report.html", "summary.json", "summary.txt"}
 TINY_CPU_OVERRIDES = (
     "trainer.bf16=false trainer.gradient_checkpointing=false trainer.policy.model.lora.rank=4 "
     "trainer.train_batch_size=4 trainer.policy_mini_batch_size=4 trainer.micro_train_batch_size_per_gpu=4 "
@@ -66,6 +67,18 @@ def _task_env(task: dict, **overrides: str) -> dict[str, str]:
     return {**env, **{k: str(v) for k, v in task["envs"].items() if v is not None}, **overrides}
 
 
+def _dumped_rows(endpoint: str, bucket: str, key: str) -> list[tuple[str, str]]:
+    """(prompt, response) of each trajectory of an eval dump file in S3."""
+    body = s3_client(endpoint).get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    return [(row["input_prompt"], row["output_response"]) for row in map(json.loads, body.splitlines())]
+
+
+def _run_eval_task(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", _task("eval")["run"]], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
 def _objects(endpoint: str, bucket: str, prefix: str) -> set[str]:
     pages = s3_client(endpoint).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
     return {obj["Key"].removeprefix(prefix) for page in pages for obj in page.get("Contents", [])}
@@ -73,7 +86,7 @@ def _objects(endpoint: str, bucket: str, prefix: str) -> set[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_two_node_gsm8k_run_then_eval_analysis_through_s3(tmp_path, s3_server, s3_bucket):  # noqa: F811
+def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(tmp_path, s3_server, s3_bucket):  # noqa: F811
     gsm8k = _task("gsm8k")
     cluster = dict(
         SKYPILOT_NODE_IPS="127.0.0.1\n127.0.0.1",
@@ -125,26 +138,37 @@ def test_two_node_gsm8k_run_then_eval_analysis_through_s3(tmp_path, s3_server, s
     dumps = _objects(s3_server, s3_bucket, f"evals/{RUN_NAME}/")
     assert {"global_step_0/aggregated_results.jsonl", "global_step_2/aggregated_results.jsonl"} <= dumps, dumps
 
-    # The eval task analyses those dumps from S3 and uploads its report.
-    eval_task = _task("eval")
-    env = _task_env(
-        eval_task,
-        EVAL_RUN_NAME=RUN_NAME,
-        STEPS="0 2",
+    # The eval task evaluates the step-2 checkpoint from S3 on the run's validation split, dumps to S3, reports.
+    eval_env = dict(
+        S3_CHECKPOINT_BUCKET=s3_bucket,
         S3_TRAJECTORY_BUCKET=s3_bucket,
         SKYRL_OUTPUT_DIR=str(tmp_path / "runs"),
+        TRAIN_SIZE=cluster["TRAIN_SIZE"],
+        VAL_SIZE=cluster["VAL_SIZE"],
+        EXTRA_OVERRIDES=TINY_CPU_OVERRIDES,
     )
-    analysis = subprocess.run(
-        ["bash", "-c", eval_task["run"]], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    checkpoint = f"s3://{s3_bucket}/skyrl-gsm8k/{RUN_NAME}/global_step_2"
+    evaluated = _run_eval_task(_task_env(_task("eval"), **eval_env, CHECKPOINT=checkpoint, RUN_NAME="eval-step2"))
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert f"exported {checkpoint} to {tmp_path}/runs/eval-step2/model" in evaluated.stdout
+    assert _objects(s3_server, s3_bucket, "evals/eval-step2/") == {
+        "eval_only/MANIFEST.json",
+        "eval_only/aggregated_results.jsonl",
+        "eval_only/synthetic_arithmetic.jsonl",
+    }
+    # Greedy decoding: the exported checkpoint answers the run's own step-2 eval prompts exactly as the run did.
+    by_checkpoint = _dumped_rows(s3_server, s3_bucket, "evals/eval-step2/eval_only/synthetic_arithmetic.jsonl")
+    by_run = _dumped_rows(s3_server, s3_bucket, f"evals/{RUN_NAME}/global_step_2/synthetic_arithmetic.jsonl")
+    assert len(by_checkpoint) == 4 and sorted(by_checkpoint) == sorted(by_run)
+    summary = json.loads((tmp_path / "runs" / "analysis" / "eval-step2" / "summary.json").read_text())
+    assert summary["source"] == f"s3://{s3_bucket}/evals/eval-step2"
+    assert list(summary["steps"]) == ["eval_only"]
+    assert _objects(s3_server, s3_bucket, "analysis/eval-step2/") == REPORT_FILES
+
+    # Without a model, it analyses the dumps the training run wrote at each eval.
+    analysis = _run_eval_task(_task_env(_task("eval"), **eval_env, EVAL_RUN_NAME=RUN_NAME, STEPS="0 2"))
     assert analysis.returncode == 0, analysis.stderr[-3000:]
-    report_dir = tmp_path / "runs" / "analysis" / RUN_NAME
-    summary = json.loads((report_dir / "summary.json").read_text())
+    summary = json.loads((tmp_path / "runs" / "analysis" / RUN_NAME / "summary.json").read_text())
     assert summary["source"] == f"s3://{s3_bucket}/evals/{RUN_NAME}"
     assert list(summary["steps"]) == ["0", "2"]
-    assert _objects(s3_server, s3_bucket, f"analysis/{RUN_NAME}/") == {
-        "MANIFEST.json",
-        "report.html",
-        "summary.json",
-        "summary.txt",
-    }
+    assert _objects(s3_server, s3_bucket, f"analysis/{RUN_NAME}/") == REPORT_FILES

@@ -4,7 +4,8 @@
     .venv/sky/bin/python scripts/cluster/check_tasks.py tasks/*.yaml [--env EVAL_RUN_NAME=x]
 
 Runs in the SkyPilot client venv (.venv/sky), not the training venv. One JSON object per file: name, num_nodes,
-resources_mode and resources (accelerators, disk_size, cpus of each choice), envs, inline secret names, secret names to pass
+resources_mode and resources (accelerators, disk_size, cpus, memory of each
+choice), envs, inline secret names, secret names to pass
 at launch (null in the YAML), file_mounts, workdir, setup and run. A file SkyPilot rejects exits with status 1 and
 its name on stderr.
 """
@@ -36,6 +37,7 @@ def describe(path: str, env: list[tuple[str, str]]) -> dict:
                 "accelerators": r.accelerators,
                 "disk_size": r.disk_size,
                 "cpus": r.cpus,
+                "memory": r.memory,
             }
             for r in task.resources
         ),
