@@ -6,13 +6,12 @@
 A checkpoint (`global_step_N/`) holds the policy's *trainable* weights, optimizer and RNG state, not a loadable
 model (the HF export under `trainer.export_path` stays on the training machine). So the policy is rebuilt the way
 a resume rebuilds it: a `PolicyWorker` from the run's own config (saved in `trainer_state.pt`: the base model
-`trainer.policy.model.path`, LoRA settings, `bf16`), `load_checkpoint`, then `export_hf` (LoRA merged, with the
-tokenizer). The base model must be reachable here as it was for training. An `s3://` source is downloaded first,
-every file checked against the step's MANIFEST.json (endpoint from AWS_ENDPOINT_URL, credentials from boto3's
-chain), into a temporary folder beside OUT_DIR that is removed afterwards.
+`trainer.policy.model.path`, LoRA settings, `bf16`), its weights loaded (`load_checkpoint` for a single-process
+checkpoint; for an fsdp2 one, the trainable weights of its DCP shards, reassembled in this one process), then
+`export_hf` (LoRA merged, with the tokenizer). The base model must be reachable here as it was for training.
 
-Only `trainer.strategy=single` checkpoints (`policy/model.safetensors`) are exported; an fsdp2 checkpoint
-(sharded `policy/model_optim/`) is refused with an error saying so.
+An `s3://` source is downloaded first, every file checked against the step's MANIFEST.json (endpoint from
+AWS_ENDPOINT_URL, credentials from boto3's chain), into a temporary folder beside OUT_DIR, removed afterwards.
 """
 
 from __future__ import annotations
@@ -25,9 +24,12 @@ import tempfile
 from pathlib import Path
 
 import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 
 from skyrl_train.checkpoints.manager import CheckpointError, parse_step
 from skyrl_train.config import ConfigError, SkyRLConfig, build_config
+from skyrl_train.distributed.fsdp_workers import DCP_DIR
 from skyrl_train.storage import S3StorageError, S3Store, make_s3_client
 from skyrl_train.trainer import TRAINER_STATE_FILE
 from skyrl_train.workers.policy import PolicyWorker
@@ -57,19 +59,29 @@ def export_checkpoint(step_dir: str | os.PathLike, output: str | os.PathLike) ->
     step_dir, output = Path(step_dir).expanduser(), Path(output).expanduser()
     cfg = checkpoint_config(step_dir)
     policy_dir = step_dir / POLICY_DIR
-    if not (policy_dir / MODEL_FILE).is_file():
-        sharded = (policy_dir / "model_optim").is_dir()
-        kind = "a sharded fsdp2 checkpoint (policy/model_optim/), which this export does not read" if sharded else ""
-        raise CheckpointError(f"{policy_dir} has no {MODEL_FILE}: {kind or 'not a policy checkpoint'}")
+    if not (policy_dir / MODEL_FILE).is_file() and not (policy_dir / DCP_DIR).is_dir():
+        raise CheckpointError(f"{policy_dir} holds neither {MODEL_FILE} (single) nor {DCP_DIR}/ (fsdp2)")
     t = cfg.trainer
     policy = PolicyWorker(t.policy, t.algorithm, dtype="bfloat16" if t.bf16 else "float32")
     try:
-        policy.load_checkpoint(policy_dir)
-    except ValueError as exc:  # weights that do not match the rebuilt model's trainable parameters
-        raise CheckpointError(str(exc)) from exc
+        if (policy_dir / MODEL_FILE).is_file():
+            policy.load_checkpoint(policy_dir)
+        else:
+            _load_sharded_weights(policy.model, policy_dir / DCP_DIR)
+    except (ValueError, CheckpointException) as exc:  # weights that do not match the rebuilt model
+        raise CheckpointError(f"{policy_dir} does not fit the model its run's config builds: {exc}") from exc
     policy.export_hf(output)
     logger.info("exported %s (base %s) to %s", step_dir, t.policy.model.path, output)
     return output
+
+
+def _load_sharded_weights(model: torch.nn.Module, dcp_dir: Path) -> None:
+    """Load an fsdp2 checkpoint's trainable weights into `model` in this one process (no process group: DCP
+    reassembles the shards); the optimizer state it also holds is not read."""
+    weights = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    state = {"model": weights}
+    dcp.load(state, checkpoint_id=str(dcp_dir))  # reads only the keys `state` asks for
+    model.load_state_dict(state["model"], strict=False)  # the frozen weights are the base model's
 
 
 def export_from_s3(url: str, output: str | os.PathLike, store: S3Store | None = None) -> Path:

@@ -1,7 +1,10 @@
-"""A checkpoint a real training run uploaded to S3 (moto server) exports to the same transformers model the run's own
-HF export holds; bad sources are refused with an error naming them."""
+"""A checkpoint a real training run (single, or fsdp2 on 2 gloo ranks: slow) uploaded to S3 (moto server) exports to
+the same transformers model the run's own HF export holds; bad sources are refused with an error naming them."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -14,6 +17,7 @@ from skyrl_train.checkpoints.manager import CheckpointError
 from skyrl_train.config import load_config, to_dict
 from skyrl_train.entrypoints.main_base import main as train_main
 from skyrl_train.testing import tiny_model  # noqa: F401
+from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, subprocess_env
 
 
 @pytest.fixture(scope="module")
@@ -41,22 +45,31 @@ def run_overrides(tmp_path_factory, tiny_model):  # noqa: F811
         "trainer.eval_interval=-1",
         "trainer.ckpt_interval=1",
         "trainer.logger=jsonl",
-        f"trainer.ckpt_path={run / 'ckpts'}",
-        f"trainer.export_path={run / 'exports'}",
         "trainer.project_name=proj",
         "trainer.run_name=run1",
     ]
 
 
-def test_s3_checkpoint_exports_the_model_the_run_exported(run_overrides, tiny_model, s3_bucket, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("strategy", ["single", pytest.param("fsdp2", marks=pytest.mark.slow)])
+def test_s3_checkpoint_exports_the_model_the_run_exported(
+    run_overrides, tiny_model, s3_server, s3_bucket, tmp_path, strategy  # noqa: F811
+):
     run, overrides = run_overrides
-    assert train_main(overrides + [f"trainer.s3.bucket={s3_bucket}"]) == 0
+    overrides = (FSDP2_CPU_OVERRIDES if strategy == "fsdp2" else []) + overrides
+    overrides += [f"trainer.ckpt_path={run / strategy / 'ckpts'}", f"trainer.export_path={run / strategy / 'exports'}"]
+    overrides.append(f"trainer.s3.bucket={s3_bucket}")
+    if strategy == "single":
+        assert train_main(overrides) == 0
+    else:  # its own process: it starts a local Ray cluster for the 2 ranks
+        command = [sys.executable, "-m", "skyrl_train.entrypoints.main_base", *overrides]
+        trained = subprocess.run(command, env=subprocess_env(), capture_output=True, text=True, timeout=600)
+        assert trained.returncode == 0, trained.stderr[-3000:]
 
     out = tmp_path / "model"
     assert export_main([f"s3://{s3_bucket}/proj/run1/global_step_1", str(out)]) == 0
 
     exported = load_file(str(out / "model.safetensors"))
-    by_trainer = load_file(str(run / "exports" / "global_step_1" / "policy" / "model.safetensors"))
+    by_trainer = load_file(str(run / strategy / "exports" / "global_step_1" / "policy" / "model.safetensors"))
     base = load_file(f"{tiny_model}/model.safetensors")
     assert exported.keys() == by_trainer.keys() == base.keys()
     assert all(exported[k].equal(by_trainer[k]) for k in exported)
@@ -74,9 +87,9 @@ def test_sources_that_are_not_a_checkpoint_step_are_refused(s3_bucket, tmp_path)
         export_checkpoint(tmp_path, tmp_path / "out")
 
 
-def test_a_sharded_fsdp2_checkpoint_is_refused_by_name(tiny_model, tmp_path):  # noqa: F811
-    (tmp_path / "policy" / "model_optim").mkdir(parents=True)
+def test_a_step_folder_without_policy_weights_is_refused(tiny_model, tmp_path):  # noqa: F811
+    (tmp_path / "policy").mkdir()
     config = to_dict(load_config([f"trainer.policy.model.path={tiny_model}"], validate=False))
     torch.save({"global_step": 1, "config": config}, tmp_path / "trainer_state.pt")
-    with pytest.raises(CheckpointError, match=r"sharded fsdp2 checkpoint \(policy/model_optim/\)"):
+    with pytest.raises(CheckpointError, match=r"policy holds neither model.safetensors \(single\) nor model_optim/"):
         export_checkpoint(tmp_path, tmp_path / "out")
