@@ -1,6 +1,6 @@
 """Policy update step time: ``trainer.strategy=single`` (this process) vs ``fsdp2`` (N gloo ranks on Ray).
 
-    .venv/bin/python skyrl-train/benchmarks/fsdp2_step_time.py --rows 16 --prompt-tokens 96 --response-tokens 64
+    .venv/bin/python skyrl-train/benchmarks/fsdp2_step_time.py --rows 8 --prompt-tokens 64 --response-tokens 32
 
 Both sides train the same model on the same batch of ``--rows`` random sequences (``--prompt-tokens`` prompt +
 ``--response-tokens`` response each): old logprobs (one forward pass over the batch), then ``ppo_train`` with one
@@ -52,12 +52,12 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--lora-rank", type=int, default=8, help="0 = full fine-tuning")
     parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--prompt-tokens", type=int, default=96)
-    parser.add_argument("--response-tokens", type=int, default=64)
-    parser.add_argument("--mini-batch", type=int, default=16)
-    parser.add_argument("--micro-batch", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--prompt-tokens", type=int, default=64)
+    parser.add_argument("--response-tokens", type=int, default=32)
+    parser.add_argument("--mini-batch", type=int, default=8)
+    parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=2)
     args = parser.parse_args()
 
     t = TrainerConfig()
