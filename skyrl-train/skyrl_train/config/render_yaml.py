@@ -18,7 +18,7 @@ from typing import Any
 
 from skyrl_train.config.loader import BASE_CONFIG_PATH, type_name
 from skyrl_train.config.schema import SkyRLConfig, extra_keys_field, help_of
-from skyrl_train.config.support import NOT_IMPLEMENTED
+from skyrl_train.config.support import NOT_IMPLEMENTED, conditional_mark
 
 __all__ = ["render_yaml", "render_docs", "DOCS_PATH", "UPSTREAM_DEVIATIONS", "NOT_IMPLEMENTED_MARK", "main"]
 
@@ -116,8 +116,11 @@ def _default_instance(f: dataclasses.Field) -> Any:
 
 
 def _help(key: str, f: dataclasses.Field) -> str:
-    """The help text of a key, marked if the key is not implemented."""
-    return f"{help_of(f)} {NOT_IMPLEMENTED_MARK}" if key in NOT_IMPLEMENTED else help_of(f)
+    """The help text of a key, marked if the key is not implemented or takes effect only in some configs."""
+    if key in NOT_IMPLEMENTED:
+        return f"{help_of(f)} {NOT_IMPLEMENTED_MARK}"
+    mark = conditional_mark(key)
+    return f"{help_of(f)} [{mark}: refused unless default elsewhere]" if mark else help_of(f)
 
 
 def _yaml_block(obj: Any, prefix: str, indent: int, out: list[str]) -> None:
@@ -206,8 +209,11 @@ def render_docs() -> str:
         "fully-async trainer (`trainer.fully_async`) and the new inference-server path (`generator.external_*`).",
         "",
         f"Keys marked **{NOT_IMPLEMENTED_MARK}** are declared for upstream compatibility but nothing in this fork",
-        "reads them yet (multi-process training, vLLM / remote engines, off-policy correction, ...): any value other",
+        "reads them yet (vLLM / remote engines, off-policy correction, sample packing, ...): any value other",
         "than the default is refused with an error naming the key and the reason (`skyrl_train/config/support.py`).",
+        "Keys marked **[... : refused unless default elsewhere]** take effect only in some configs (fsdp2-only",
+        "placement and sharding, critic-only keys, the reference model's own keys, the KL-in-reward controller);",
+        "elsewhere they would do nothing, so a value other than the default is refused the same way.",
         "Extra keys of `generator.sampling_params` / `eval_sampling_params` go to the inference engine; only those",
         "the hf engine reads are accepted (`support.ENGINE_EXTRA_SAMPLING_KEYS`).",
         "",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import Any
 
 from skyrl_train.config.schema import SkyRLConfig
@@ -25,6 +26,14 @@ from skyrl_train.config.schema import SkyRLConfig
 __all__ = [
     "NOT_IMPLEMENTED",
     "FSDP2_ONLY",
+    "CRITIC_ONLY",
+    "SEPARATE_REF_ONLY",
+    "KL_IN_REWARD_ONLY",
+    "CONDITIONAL",
+    "Conditional",
+    "conditional_mark",
+    "has_critic",
+    "separate_ref_model",
     "ENGINE_EXTRA_SAMPLING_KEYS",
     "default_of",
     "value_of",
@@ -153,18 +162,99 @@ FSDP2_ONLY: tuple[str, ...] = (
 )
 """Keys only ``trainer.strategy=fsdp2`` reads (placement, sharding): with ``single`` only their defaults are accepted."""
 
+CRITIC_ONLY: tuple[str, ...] = (
+    "trainer.critic_mini_batch_size",
+    "trainer.algorithm.value_clip",
+    "trainer.algorithm.value_head_prefix",
+    "trainer.placement.critic_num_nodes",
+    "trainer.placement.critic_num_gpus_per_node",
+    *(f"trainer.critic.fsdp_config.{key}" for key in ("reshard_after_forward", "fsdp_size")),
+    "trainer.critic.model_config_kwargs",
+    *(f"trainer.critic.model.lora.{key}" for key in ("rank", "alpha", "dropout", "target_modules", "exclude_modules")),
+    "trainer.critic.model.lora.init_method",
+    *(
+        f"trainer.critic.optimizer_config.{key}"
+        for key in ("lr", "adam_betas", "weight_decay", "max_grad_norm", "num_warmup_steps", "scheduler")
+    ),
+)
+"""Keys only a critic reads: without ``trainer.critic.model.path`` only their defaults are accepted."""
+
+SEPARATE_REF_ONLY: tuple[str, ...] = (
+    "trainer.ref.model.path",
+    "trainer.ref.model_config_kwargs",
+    "trainer.placement.ref_num_nodes",
+    "trainer.placement.ref_num_gpus_per_node",
+    *(f"trainer.ref.fsdp_config.{key}" for key in ("reshard_after_forward", "fsdp_size")),
+)
+"""Keys of a reference model of its own: read only when a KL term is on and the policy has no LoRA adapter (with
+LoRA the reference is the policy with its adapter switched off, on the policy's workers)."""
+
+KL_IN_REWARD_ONLY: tuple[str, ...] = tuple(
+    f"trainer.algorithm.kl_ctrl.{key}" for key in ("type", "kl_target", "horizon")
+)
+
+
+def has_critic(cfg: SkyRLConfig) -> bool:
+    return cfg.trainer.critic.model.path is not None
+
+
+def separate_ref_model(cfg: SkyRLConfig) -> bool:
+    """A reference model is loaded on its own (and placed on its own workers with fsdp2)."""
+    a = cfg.trainer.algorithm
+    return (a.use_kl_loss or a.use_kl_in_reward) and cfg.trainer.policy.model.lora.rank == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Conditional:
+    """Keys that take effect only when `applies(cfg)`: elsewhere only their defaults are accepted."""
+
+    keys: tuple[str, ...]
+    applies: Callable[[SkyRLConfig], bool]
+    condition: str
+    """When they apply, for the error message."""
+    mark: str
+    """Short form for the docs, e.g. "only with a critic"."""
+
+
+CONDITIONAL: tuple[Conditional, ...] = (
+    Conditional(
+        FSDP2_ONLY, lambda cfg: cfg.trainer.strategy == "fsdp2", "trainer.strategy=fsdp2 (Ray workers)", "fsdp2 only"
+    ),
+    Conditional(CRITIC_ONLY, has_critic, "a critic (trainer.critic.model.path set)", "only with a critic"),
+    Conditional(
+        SEPARATE_REF_ONLY,
+        separate_ref_model,
+        "a reference model of its own: a KL term on (use_kl_loss or use_kl_in_reward) and a policy without LoRA; "
+        "with LoRA the reference is the policy with its adapter off",
+        "only with a KL term and no LoRA",
+    ),
+    Conditional(
+        KL_IN_REWARD_ONLY,
+        lambda cfg: cfg.trainer.algorithm.use_kl_in_reward,
+        "trainer.algorithm.use_kl_in_reward=true",
+        "only with use_kl_in_reward",
+    ),
+)
+
+
+def conditional_mark(key: str) -> str | None:
+    """The docs' mark of a key of `CONDITIONAL` (the first group that has it), else None."""
+    return next((group.mark for group in CONDITIONAL if key in group.keys), None)
+
 
 def not_implemented_problems(cfg: SkyRLConfig) -> list[str]:
-    """One problem per key of the table set to a value other than its default, per unread sampling key, and per
-    fsdp2-only key set while ``trainer.strategy`` is not fsdp2."""
-    problems = []
-    if cfg.trainer.strategy != "fsdp2":
-        for key in FSDP2_ONLY:
+    """One problem per key set to a value that would do nothing: a key of `NOT_IMPLEMENTED`, an extra sampling key
+    the engine does not read, or a key of `CONDITIONAL` set where it does not apply."""
+    problems, named = [], set()
+    for group in CONDITIONAL:
+        if group.applies(cfg):
+            continue
+        for key in group.keys:
             value, default = value_of(cfg, key), default_of(key, cfg)
-            if value != default:
+            if value != default and key not in named:
+                named.add(key)
                 problems.append(
-                    f"{key}={value!r} only applies to trainer.strategy=fsdp2 (Ray workers); "
-                    f"trainer.strategy={cfg.trainer.strategy!r} trains in one process and would ignore it."
+                    f"{key}={value!r} has no effect in this config: it applies only with {group.condition}."
                 )
     for key, reason in NOT_IMPLEMENTED.items():
         value, default = value_of(cfg, key), default_of(key, cfg)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from skyrl_train.config.errors import ConfigError
 from skyrl_train.config.schema import SkyRLConfig
-from skyrl_train.config.support import not_implemented_problems
+from skyrl_train.config.support import not_implemented_problems, separate_ref_model
 
 __all__ = [
     "validate_cfg",
@@ -205,7 +205,7 @@ def _check_placement(cfg: SkyRLConfig, problems: list[str]) -> None:
                 f"policy_num_gpus_per_node = {policy_world}) as rollout devices (generator.num_inference_engines x "
                 f"TP x PP x DP = {rollout})."
             )
-    uses_ref = t.algorithm.use_kl_loss or t.algorithm.use_kl_in_reward
+    uses_ref = separate_ref_model(cfg)
     policy_shape = (p.policy_num_nodes, p.policy_num_gpus_per_node)
     if p.colocate_policy_ref and uses_ref and policy_shape != (p.ref_num_nodes, p.ref_num_gpus_per_node):
         problems.append(

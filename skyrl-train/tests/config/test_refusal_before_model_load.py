@@ -38,7 +38,10 @@ def test_refused_keys_are_named_before_anything_loads():
     print(f"main_base with refused keys exited {result.returncode} after {seconds:.1f} s (imports included)")
     assert result.returncode == 2, result.stderr
     assert "TRIPWIRE" not in result.stderr
-    assert "trainer.placement.policy_num_gpus_per_node=2 only applies to trainer.strategy=fsdp2" in result.stderr
+    assert (
+        "trainer.placement.policy_num_gpus_per_node=2 has no effect in this config: it applies only with "
+        "trainer.strategy=fsdp2" in result.stderr
+    )
     assert "trainer.policy.fsdp_config.cpu_offload=True is not implemented in this fork" in result.stderr
     assert "generator.backend='vllm' is not implemented in this fork" in result.stderr
 
