@@ -7,7 +7,8 @@
 #   bash examples/gsm8k/run_gsm8k.sh                         # CPU defaults (about 18 minutes on 2 cores)
 #   bash examples/gsm8k/run_gsm8k.sh trainer.epochs=3 ...   # any extra argument is a config override
 #
-# On a GPU machine, scale up by overrides, e.g. a bigger model, batch sizes and bf16:
+# Bigger settings go through overrides, e.g. a bigger model and batch sizes (trainer.strategy=single and the hf engine
+# run on the CPU even where GPUs exist; GPU training needs trainer.strategy=fsdp2, see skyrl-train/docs/distributed.md):
 #   bash examples/gsm8k/run_gsm8k.sh trainer.policy.model.path=Qwen/Qwen2.5-1.5B-Instruct trainer.bf16=true \
 #       trainer.train_batch_size=64 trainer.policy_mini_batch_size=16 generator.n_samples_per_prompt=8
 set -euo pipefail
