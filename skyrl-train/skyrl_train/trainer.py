@@ -31,7 +31,7 @@ from skyrl_train.algorithms import (
     compute_step_wise_advantages,
     get_kl_controller,
     normalize_advantages_over_batch,
-    trajectory_index,
+    trajectory_sums,
 )
 from skyrl_train.checkpoints import CheckpointManager, step_dir_name
 from skyrl_train.config import to_dict
@@ -396,7 +396,7 @@ def _advantage_metrics(batch) -> dict[str, float]:
     advantages = batch["advantages"][mask]
     returns = batch["rewards"].sum(dim=-1)
     last = batch.get("is_last_step")
-    final_rewards = returns if last is None else _trajectory_sums(returns, last)
+    final_rewards = returns if last is None else trajectory_sums(returns, last)
     if advantages.numel() == 0:
         return {"loss/avg_final_rewards": final_rewards.mean().item()}
     return {
@@ -404,11 +404,6 @@ def _advantage_metrics(batch) -> dict[str, float]:
         "loss/avg_raw_advantages": advantages.mean().item(),
         "loss/avg_raw_advantages_abs": advantages.abs().mean().item(),
     }
-
-
-def _trajectory_sums(row_values: torch.Tensor, is_last_step: torch.Tensor) -> torch.Tensor:
-    trajectory = trajectory_index(is_last_step)
-    return torch.zeros(int(is_last_step.sum()), dtype=row_values.dtype).scatter_add(0, trajectory, row_values)
 
 
 def check_infra_failures(rollouts: Rollouts, max_ratio: float) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from skyrl_train.algorithms import compute_zero_variance_mask, trajectory_index
+from skyrl_train.algorithms import compute_zero_variance_mask, trajectory_index, trajectory_sums
 from skyrl_train.dataset import convert_prompts_responses_to_batch_tensors
 from skyrl_train.generators.base import (
     BatchMetadata,
@@ -229,8 +229,4 @@ def _row_trajectory_returns(batch: TrainingInputBatch) -> torch.Tensor:
     """[B]: the return of each row's trajectory (the row's own return unless rows are steps)."""
     returns = batch["rewards"].sum(dim=-1)
     last = batch.get("is_last_step")
-    if last is None:
-        return returns
-    trajectory = trajectory_index(last)
-    totals = torch.zeros(int(last.sum()), dtype=returns.dtype).scatter_add(0, trajectory, returns)
-    return totals[trajectory]
+    return returns if last is None else trajectory_sums(returns, last)[trajectory_index(last)]

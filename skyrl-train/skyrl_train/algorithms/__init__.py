@@ -26,6 +26,7 @@ from skyrl_train.algorithms.advantages import (
     compute_zero_variance_mask,
     normalize_advantages_over_batch,
     trajectory_index,
+    trajectory_sums,
 )
 from skyrl_train.algorithms.critic import ppo_critic_loss
 from skyrl_train.algorithms.entropy import compute_entropy
@@ -75,6 +76,7 @@ __all__ = [
     "compute_step_wise_advantages",
     "normalize_advantages_over_batch",
     "trajectory_index",
+    "trajectory_sums",
     "dual_clip_policy_loss",
     "get_kl_controller",
     "group_ids_from_index",

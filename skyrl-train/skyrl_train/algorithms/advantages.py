@@ -49,6 +49,7 @@ __all__ = [
     "compute_step_wise_advantages",
     "normalize_advantages_over_batch",
     "trajectory_index",
+    "trajectory_sums",
 ]
 
 GRPO_EPSILON = 1e-6
@@ -282,6 +283,15 @@ def trajectory_index(is_last_step: Sequence[bool] | torch.Tensor) -> torch.Tenso
     return torch.cumsum(last.long(), dim=0) - last.long()
 
 
+def trajectory_sums(row_values: torch.Tensor, is_last_step: Sequence[bool] | torch.Tensor) -> torch.Tensor:
+    """Step-wise rows' values ``[B]`` summed per trajectory ``[number of trajectories]``."""
+    trajectory = trajectory_index(is_last_step).to(row_values.device)
+    totals = torch.zeros(
+        int(trajectory[-1]) + 1 if len(trajectory) else 0, dtype=row_values.dtype, device=row_values.device
+    )
+    return totals.scatter_add(0, trajectory, row_values)
+
+
 def compute_step_wise_advantages(
     estimator: str,
     *,
@@ -304,8 +314,7 @@ def compute_step_wise_advantages(
         raise ValueError("generator.step_wise_trajectories=true does not support advantage_estimator='gae'")
     trajectory = trajectory_index(is_last_step).to(token_level_rewards.device)
     last_rows = torch.nonzero(torch.as_tensor(is_last_step, dtype=torch.bool), as_tuple=True)[0]
-    scores = torch.zeros(len(last_rows), dtype=token_level_rewards.dtype, device=token_level_rewards.device)
-    scores.scatter_add_(0, trajectory, token_level_rewards.sum(dim=-1))
+    scores = trajectory_sums(token_level_rewards.sum(dim=-1), is_last_step)
     keys = index[last_rows] if isinstance(index, torch.Tensor) else [index[i] for i in last_rows.tolist()]
     per_trajectory, returns = compute_advantages_and_returns(
         estimator,
