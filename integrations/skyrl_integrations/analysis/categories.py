@@ -26,7 +26,7 @@ Besides the observations:
 - `other_tool_error`: the env counted tool errors (`env_metrics.tool_errors` > 0) but no observation matched the
   tool-error categories above;
 - infrastructure failures, one category per stop reason in `INFRA_STOP_REASONS` (`env_init_failed`,
-  `env_step_failed`, `timeout`, `tool_server_failed`).
+  `env_step_failed`, `timeout`, `tool_server_failed`, `user_simulator_failed`).
 
 Dumps without messages (upstream's) are split into messages at ChatML / Llama 3 markers; with any other template
 only the stop-reason, parse-failure and score rules apply.

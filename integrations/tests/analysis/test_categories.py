@@ -104,7 +104,9 @@ def test_a_failed_answer_without_a_claim_is_uncategorised(make_row):
     assert categories(make_row(0.0, CALL, ("tool", "189.5"), ("assistant", "Let me think about it."))) == []
 
 
-@pytest.mark.parametrize("stop_reason", ["env_init_failed", "env_step_failed", "timeout", "tool_server_failed"])
+@pytest.mark.parametrize(
+    "stop_reason", ["env_init_failed", "env_step_failed", "timeout", "tool_server_failed", "user_simulator_failed"]
+)
 def test_infrastructure_failures_are_categorised_by_stop_reason(make_row, stop_reason):
     assert categories(make_row(0.0, CALL, stop_reason=stop_reason)) == [stop_reason]
 
@@ -174,6 +176,7 @@ def test_counts_over_a_hand_made_batch(make_row):
         "env_step_failed": 0,
         "timeout": 1,
         "tool_server_failed": 0,
+        "user_simulator_failed": 0,
     }
     assert list(counts) == list(CATEGORIES)
     assert summary["failure_categories"]["resource_not_found"]["rate"] == 0.2

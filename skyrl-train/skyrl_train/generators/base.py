@@ -24,8 +24,16 @@ class TrajectoryStopReason(StopReason):
     TIMEOUT = "timeout"
     TOOL_SERVER_FAILED = "tool_server_failed"
     """The env recovered from a tool-server failure (it set `metadata["infra_failure"]` on a step) and went on."""
+    USER_SIMULATOR_FAILED = "user_simulator_failed"
+    """The env's simulated user (e.g. an LLM endpoint) failed: a step set `metadata["infra_failure"]` to this value."""
 
-    INFRA_FAILURES = frozenset({ENV_INIT_FAILED, ENV_STEP_FAILED, TIMEOUT, TOOL_SERVER_FAILED})
+    INFRA_FAILURES = frozenset({ENV_INIT_FAILED, ENV_STEP_FAILED, TIMEOUT, TOOL_SERVER_FAILED, USER_SIMULATOR_FAILED})
+
+    @classmethod
+    def of_reported_failure(cls, reported: str) -> str:
+        """The stop reason of an episode whose env reported `metadata["infra_failure"] = reported`: the user
+        simulator's own reason when it names it, else a tool-server failure."""
+        return cls.USER_SIMULATOR_FAILED if reported == cls.USER_SIMULATOR_FAILED else cls.TOOL_SERVER_FAILED
 
 
 @dataclasses.dataclass(frozen=True)

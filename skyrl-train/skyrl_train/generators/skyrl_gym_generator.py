@@ -11,8 +11,8 @@ with zero loss mask, counted in the rollout metrics, so the trainer can keep it 
 - env step raises -> `env_step_failed`: the turns so far (including the failed one) are kept for inspection,
   with the rewards earned so far, but the whole loss mask is zeroed, since the episode's outcome is unknown;
 - an env step reports a failure it recovered from (`metadata["infra_failure"]`, e.g. a tool server crashed and
-  was restarted) -> the episode goes on to its normal end, then gets `tool_server_failed`, masked like
-  `env_step_failed`;
+  was restarted) -> the episode goes on to its normal end, then gets `tool_server_failed` (`user_simulator_failed`
+  when that is the reported value), masked like `env_step_failed`;
 - `generator.trajectory_timeout_seconds` runs out -> placeholder row (`timeout`). Every engine and env call
   runs under the remaining budget; a sync env call stuck in a pool thread is abandoned (threads cannot be
   killed), which is one more reason to implement the async env hooks.
@@ -304,7 +304,7 @@ class SkyRLGymGenerator(GeneratorInterface):
                 )
                 await self._run_turns(env, rollout, sampling_params, session_id)
             if rollout.infra_failure is not None:
-                rollout.stop_reason = TrajectoryStopReason.TOOL_SERVER_FAILED
+                rollout.stop_reason = TrajectoryStopReason.of_reported_failure(rollout.infra_failure)
                 return self._finish(rollout, {**env.get_metrics(), INFRA_ERROR_KEY: rollout.infra_failure}, masked=True)
             return self._finish(rollout, env.get_metrics())
         except _EnvFailure as failure:

@@ -29,6 +29,7 @@ GENERATOR_COUNTERS: dict[str, str] = {
     "env_step_failed": "env_step_failures",
     "trajectory_timeout": "trajectory_timeouts",
     "tool_server_failed": "tool_server_failures",
+    "user_simulator_failed": "user_simulator_failures",
 }
 """Counters the generator adds to each trajectory's `env_metrics` -> the batch metric that sums them.
 They are kept apart from the env's own `get_metrics()` keys, which go through the env's aggregator."""
@@ -41,6 +42,7 @@ FAILURE_COUNTERS: dict[str, str] = {
     TrajectoryStopReason.ENV_STEP_FAILED: "env_step_failed",
     TrajectoryStopReason.TIMEOUT: "trajectory_timeout",
     TrajectoryStopReason.TOOL_SERVER_FAILED: "tool_server_failed",
+    TrajectoryStopReason.USER_SIMULATOR_FAILED: "user_simulator_failed",
 }
 """Infrastructure-failure stop reason -> its 0/1 counter in `env_metrics`."""
 

@@ -50,6 +50,7 @@ async def test_env_init_failure_gives_a_placeholder_and_closes_the_env(make_gene
             "env_step_failed": 0,
             "trajectory_timeout": 0,
             "tool_server_failed": 0,
+            "user_simulator_failed": 0,
         }
     ]
     assert scripted_envs[0].close_calls == 1

@@ -42,6 +42,7 @@ async def test_flagged_episode_keeps_env_metrics_and_counts_the_failure(make_gen
             "env_step_failed": 0,
             "trajectory_timeout": 0,
             "tool_server_failed": 1,
+            "user_simulator_failed": 0,
         }
     ]
 
@@ -72,3 +73,14 @@ async def test_an_unflagged_episode_is_not_marked(make_generator, batch, step):
     out = await generator.generate(batch(script=script))
     assert out["stop_reasons"] == ["stop"]
     assert out["loss_masks"] == [[1] * 6 + [0] * 13 + [1] * 6]
+
+
+async def test_a_failed_user_simulator_gets_its_own_stop_reason(make_generator, batch, step):
+    flagged = step(0.0, observation="(the simulated user did not answer)")
+    flagged["metadata"] = {"infra_failure": "user_simulator_failed"}
+    generator, _ = make_generator([THREE + [EOS], FOUR + [EOS]])
+    out = await generator.generate(batch(script=[flagged, step(0.0, done=True)]))
+    assert out["stop_reasons"] == ["user_simulator_failed"]
+    assert set(out["loss_masks"][0]) == {0}
+    assert out["rollout_metrics"]["generate/user_simulator_failures"] == 1
+    assert out["rollout_metrics"]["generate/tool_server_failures"] == 0
