@@ -32,9 +32,10 @@ def test_evaluates_once_and_dumps_locally_and_to_s3(tmp_path, tiny_model, s3_ser
     rows = [json.loads(line) for line in (dump / "synthetic_arithmetic.jsonl").read_text().splitlines()]
     assert len(rows) == 6  # 3 problems x 2 samples
     logged = json.loads((exports / "metrics.jsonl").read_text().splitlines()[-1])
-    assert logged["eval/all/pass_at_2"] == json.loads((dump / "aggregated_results.jsonl").read_text())[
-        "eval/all/pass_at_2"
-    ]
+    assert (
+        logged["eval/all/pass_at_2"]
+        == json.loads((dump / "aggregated_results.jsonl").read_text())["eval/all/pass_at_2"]
+    )
     keys = sorted(o["Key"] for o in s3_client(s3_server).list_objects_v2(Bucket=s3_bucket)["Contents"])
     assert keys == [
         "evals/eval7/eval_only/MANIFEST.json",
