@@ -33,22 +33,11 @@ def groups_with_signal(rollouts: Rollouts) -> dict[str, bool]:
     """Prompt uid -> whether its group has signal (see the module doc), in order of first appearance."""
     returns: dict[str, list[float]] = {}
     failed = rollouts.infra_failed()
-    for i in rollouts.trajectory_rows():
+    for i, reward in zip(rollouts.trajectory_rows(), rollouts.trajectory_rewards(), strict=True):
         values = returns.setdefault(rollouts.uids[i], [])
         if not failed[i]:
-            values.append(_trajectory_total(rollouts, i))
+            values.append(trajectory_return(reward))
     return {uid: len(values) >= 2 and len(set(values)) > 1 for uid, values in returns.items()}
-
-
-def _trajectory_total(rollouts: Rollouts, last_row: int) -> float:
-    """Return of the trajectory ending at `last_row`: the sum of its rows' rewards (one row unless step-wise)."""
-    total, i = 0.0, last_row
-    last = rollouts.output.get("is_last_step")
-    while True:
-        total += trajectory_return(rollouts.output["rewards"][i])
-        i -= 1
-        if last is None or i < 0 or last[i]:
-            return total
 
 
 class DynamicSampler:
@@ -100,7 +89,14 @@ class DynamicSampler:
     def _filter(self, rollouts: Rollouts, signal: dict[str, bool]) -> Rollouts | None:
         keep = [uid for uid, has_signal in signal.items() if has_signal]
         self._dropped += len(signal) - len(keep)
-        self._kept.append(_groups(rollouts, keep))
+        kept = _groups(rollouts, keep)
+        collected = {uid for part in self._kept for uid in part.uids}
+        if collected & set(keep):  # the same prompt drawn again (a new epoch began): keep the two groups apart
+            kept = kept.select(
+                range(kept.num_rows),
+                uids=[f"{uid}#draw{self._drawn}" if uid in collected else uid for uid in kept.uids],
+            )
+        self._kept.append(kept)
         self._kept_groups += len(keep)
         if self._kept_groups < self.train_batch_size:
             return None

@@ -89,7 +89,10 @@ def _pass_hat_k(rollouts: Rollouts) -> dict[str, float]:
     rows = rollouts.trajectory_rows()
     failed = rollouts.infra_failed()
     env_metrics = rollouts.output.get("env_metrics") or [None] * rollouts.num_rows
-    solved = [not failed[i] and trajectory_solved(rollouts.output["rewards"][i], env_metrics[i]) for i in rows]
+    rewards = rollouts.trajectory_rewards()
+    solved = [
+        not failed[i] and trajectory_solved(reward, env_metrics[i]) for i, reward in zip(rows, rewards, strict=True)
+    ]
     return pass_hat_k_metrics(solved, [rollouts.uids[i] for i in rows], [rollouts.data_sources[i] for i in rows])
 
 

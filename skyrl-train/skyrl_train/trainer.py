@@ -126,7 +126,7 @@ class PPOTrainer:
         if t.eval_interval > 0 and t.eval_before_train and self.eval_loader is not None:
             self.tracker.log(await self.eval(), step=self.global_step)
 
-        start_epoch = self.global_step // len(self.train_loader)
+        start_epoch = self.train_loader.epoch  # restored with the checkpoint; with dynamic sampling a step draws more
         progress = step_progress(self.total_steps, initial=self.global_step, desc="train")
         metrics: dict[str, Any] = {}
         drawn: list[Rollouts] = []

@@ -101,6 +101,19 @@ class Rollouts:
     def trajectory_rows(self) -> list[int]:
         return trajectory_rows(self.output)
 
+    def trajectory_rewards(self) -> list[float | list[float]]:
+        """Per trajectory (in `trajectory_rows` order): its rewards, one entry per response token of all its rows in
+        order (a row's scalar reward stays a scalar when rows are whole trajectories). So a trajectory's return and
+        outcome (`skyrl_train.metrics`) are the same with and without step-wise rows."""
+        rewards = self.output["rewards"]
+        if self.output.get("is_last_step") is None:
+            return list(rewards)
+        per_trajectory: list[list[float]] = [[] for _ in self.trajectory_rows()]
+        for row, trajectory in enumerate(row_input_indices(self.output)):
+            reward = rewards[row]
+            per_trajectory[trajectory] += reward if isinstance(reward, list) else [reward]
+        return per_trajectory
+
     def infra_failed(self) -> list[bool]:
         """Per row: did its trajectory end in an infrastructure failure."""
         return infra_failure_mask(self.output.get("stop_reasons"), self.num_rows)
@@ -170,12 +183,13 @@ def infra_failure_mask(stop_reasons: Sequence[str] | None, num_rows: int) -> lis
 
 
 def reward_metrics(rollouts: Rollouts, n_samples_per_prompt: int) -> dict[str, float]:
-    """`compute_reward_metrics` over the trajectories (their final rows in step-wise mode)."""
+    """`compute_reward_metrics` over the trajectories (in step-wise mode: all their rows' rewards, the final row's
+    stop reason and env metrics)."""
     rows = rollouts.trajectory_rows()
     failed = rollouts.infra_failed()
     env_metrics = rollouts.output.get("env_metrics")
     return compute_reward_metrics(
-        [rollouts.output["rewards"][i] for i in rows],
+        rollouts.trajectory_rewards(),
         [rollouts.uids[i] for i in rows],
         n_samples_per_prompt,
         [rollouts.data_sources[i] for i in rows],

@@ -250,6 +250,13 @@ def _check_batch_sizes(cfg: SkyRLConfig, problems: list[str]) -> None:
                 f"data-parallel size ({dp})."
             )
             continue
+        if (mini * n) % dp or (t.train_batch_size * n) % dp:
+            problems.append(
+                f"{mini_key} x generator.n_samples_per_prompt ({mini} x {n}) and trainer.train_batch_size x "
+                f"generator.n_samples_per_prompt ({t.train_batch_size} x {n}) must be multiples of the {role} "
+                f"data-parallel size ({dp}): each worker takes an equal share of the rows."
+            )
+            continue
         micro = t.micro_train_batch_size_per_gpu
         if micro >= 1 and per_worker % micro:
             problems.append(
@@ -271,6 +278,11 @@ def _check_algorithm(cfg: SkyRLConfig, problems: list[str]) -> None:
         problems.append(
             "trainer.algorithm.use_kl_in_reward and trainer.algorithm.use_kl_loss are mutually exclusive; "
             "set one of them to false."
+        )
+    if cfg.generator.step_wise_trajectories and t.strategy == "fsdp2":
+        problems.append(
+            "generator.step_wise_trajectories=true is not supported with trainer.strategy=fsdp2: a step-wise batch "
+            "has one row per turn, a count the data-parallel workers cannot split evenly."
         )
     if cfg.generator.step_wise_trajectories and a.advantage_estimator == "gae":
         problems.append(

@@ -248,3 +248,27 @@ def test_dynamic_sampling_bounds():
     assert only_problem("trainer.algorithm.dynamic_sampling.min_replace_ratio=1.5") == (
         "trainer.algorithm.dynamic_sampling.min_replace_ratio must be in [0, 1], got 1.5."
     )
+
+
+def test_fsdp2_rows_must_split_evenly_over_the_workers():
+    problem = only_problem(
+        "trainer.strategy=fsdp2",
+        "trainer.placement.colocate_all=false",
+        "trainer.placement.policy_num_gpus_per_node=2",
+        "trainer.placement.ref_num_gpus_per_node=2",
+        "generator.n_samples_per_prompt=3",
+        "trainer.train_batch_size=1",
+        "trainer.policy_mini_batch_size=1",
+    )
+    assert problem.startswith("trainer.policy_mini_batch_size x generator.n_samples_per_prompt (1 x 3)")
+
+
+def test_step_wise_is_refused_with_fsdp2():
+    problem = only_problem(
+        "trainer.strategy=fsdp2",
+        "trainer.placement.colocate_all=false",
+        "trainer.placement.policy_num_gpus_per_node=2",
+        "trainer.placement.ref_num_gpus_per_node=2",
+        "generator.step_wise_trajectories=true",
+    )
+    assert problem.startswith("generator.step_wise_trajectories=true is not supported with trainer.strategy=fsdp2")

@@ -119,3 +119,10 @@ def test_step_wise_groups_are_judged_by_whole_trajectory_returns():
     batch = rollouts({"a": [0.5, 0.5, 1.0], "b": [0.0, 1.0]})
     batch.output["is_last_step"] = [False, True, True, True, True]
     assert groups_with_signal(batch) == {"a": False, "b": True}
+
+
+def test_filter_keeps_a_prompt_drawn_again_in_a_new_epoch_as_its_own_group():
+    ds = sampler("filter", train_batch_size=2)
+    assert ds.add(rollouts({"a": [1.0, 0.0]})) is None
+    batch = ds.add(rollouts({"a": [0.0, 0.5]}))  # the same prompt uid, from the next epoch
+    assert groups_of(batch) == {"a": [1.0, 0.0], "a#draw2": [0.0, 0.5]}

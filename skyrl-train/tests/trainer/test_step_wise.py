@@ -10,7 +10,10 @@ import torch
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.algorithms import compute_step_wise_advantages, trajectory_index
 from skyrl_train.config import load_config
+from skyrl_train.dynamic_sampling import groups_with_signal
 from skyrl_train.entrypoints.main_base import BasePPOExp
+from skyrl_train.generators.base import GeneratorOutput
+from skyrl_train.trainer_utils import Rollouts, reward_metrics
 
 
 def test_trajectory_index_counts_last_steps():
@@ -128,3 +131,23 @@ def test_gsm8k_multi_turn_trains_three_steps_step_wise(tmp_path, tiny_model):
     for step in train:  # metrics count trajectories, not rows
         assert sum(v for k, v in step.items() if k.startswith("generate/stop_reason/")) == 4
     assert sum("eval/all/avg_score" in s for s in steps) == 1
+
+
+def test_reward_metrics_count_every_turns_reward_once_per_trajectory():
+    # Prompt "p": trajectory A is rewarded 1.0 on its first turn and 0 on its last; trajectory B (one turn) gets 0.
+    output = GeneratorOutput(
+        prompt_token_ids=[[1]] * 3,
+        response_ids=[[2, 3], [4], [5]],
+        rewards=[[0.0, 1.0], [0.0], [0.0]],
+        loss_masks=[[1, 1], [1], [1]],
+        stop_reasons=["stop"] * 3,
+        is_last_step=[False, True, True],
+        env_metrics=[{}, {}, {}],
+    )
+    rollouts = Rollouts(output, ["p"] * 3, ["e"] * 3, [{}] * 3)
+    assert rollouts.trajectory_rewards() == [[0.0, 1.0, 0.0], [0.0]]
+    metrics = reward_metrics(rollouts, n_samples_per_prompt=2)
+    assert metrics["avg_raw_reward"] == 0.5  # returns 1.0 and 0.0: the earlier turn counts
+    assert metrics["pass_at_2"] == 0.0  # the outcome is the last turn's reward, as without step-wise rows
+    assert metrics["signal_ratio"] == 1.0
+    assert groups_with_signal(rollouts) == {"p": True}
