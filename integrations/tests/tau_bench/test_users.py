@@ -177,13 +177,13 @@ def test_an_endpoint_failure_mid_episode_ends_it_as_an_infra_failure(make_env):
 
 
 @pytest.mark.slow
-def test_an_episode_with_the_llm_user_and_the_default_model_runs_end_to_end(make_env, default_url, gold, as_tool_call):
+def test_an_episode_with_the_llm_user_and_the_default_model_runs_end_to_end(make_env, default_url):
     user = {"kind": "llm", "base_url": default_url, "model": DEFAULT_MODEL, "max_tokens": 48, "temperature": 0.0}
-    env = make_env("retail", "0", {"user": user, "max_turns": 8})
+    env = make_env("retail", "0", {"user": user, "max_turns": 3})  # a 135M user rarely says ###STOP###
     messages, _ = env.init([])
     assert messages[-1]["role"] == "user" and messages[-1]["content"].strip()
     out = {"done": False}
-    for action in ["Could you give me your name and zip code?", *map(as_tool_call, gold("retail", "0")), "Done."]:
+    for action in ["Could you give me your name and zip code?", "Thank you.", "Is there anything else?"]:
         out = env.step(action)
         if out["done"]:
             break
