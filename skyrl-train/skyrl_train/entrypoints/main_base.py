@@ -19,6 +19,7 @@ import asyncio
 import logging
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -239,9 +240,16 @@ def run(cfg: SkyRLConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Load and validate the config from `argv` overrides (default: sys.argv[1:]), then `run` it."""
+    return run_cli(argv, __doc__, run)
+
+
+def run_cli(argv: list[str] | None, doc: str, job: Callable[[SkyRLConfig], object]) -> int:
+    """The entrypoints' command line: `-h` prints `doc`; the overrides in `argv` (default: sys.argv[1:]) are loaded
+    and validated (exit 2 naming every bad key), then `job(cfg)` runs (exit 1 when a preflight or the
+    infrastructure-failure check stops it, with the reason on stderr)."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["-h"], ["--help"]):
-        print(__doc__)
+        print(doc)
         return 0
     try:
         cfg = load_config(args)
@@ -250,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        run(cfg)
+        job(cfg)
     except (PreflightError, InfraFailureError) as e:
         print(f"Stopped: {e}", file=sys.stderr)
         return 1

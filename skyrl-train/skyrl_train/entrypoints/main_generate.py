@@ -15,12 +15,10 @@ import asyncio
 import logging
 import sys
 
-from skyrl_train.config import ConfigError, SkyRLConfig, load_config
 from skyrl_train.dataset import PromptDataLoader, PromptDataset
-from skyrl_train.entrypoints.main_base import BasePPOExp
+from skyrl_train.entrypoints.main_base import BasePPOExp, run_cli
 from skyrl_train.evaluate import evaluate
 from skyrl_train.models import load_causal_lm
-from skyrl_train.preflight import PreflightError
 
 logger = logging.getLogger(__name__)
 
@@ -68,22 +66,7 @@ class EvalOnlyEntrypoint(BasePPOExp):
 
 def main(argv: list[str] | None = None) -> int:
     """Load and validate the config from `argv` overrides (default: sys.argv[1:]), then evaluate."""
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] in (["-h"], ["--help"]):
-        print(__doc__)
-        return 0
-    try:
-        cfg: SkyRLConfig = load_config(args)
-    except ConfigError as e:
-        print(f"Invalid config: {e}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        EvalOnlyEntrypoint(cfg).run()
-    except PreflightError as e:
-        print(f"Stopped: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_cli(argv, __doc__, lambda cfg: EvalOnlyEntrypoint(cfg).run())
 
 
 if __name__ == "__main__":
