@@ -21,3 +21,14 @@ CPU_LORA_GRPO_OVERRIDES=(
     trainer.max_ckpts_to_keep=1
     "trainer.logger=[console,jsonl,tensorboard]"
 )
+
+# Sourced by the tool-calling examples (MCP, tau-bench) too: short agent turns, each ending at a call's closing tag.
+CPU_TOOL_CALL_OVERRIDES=(
+    generator.max_num_seqs=16
+    generator.max_turns=3
+    generator.sampling_params.max_generate_length=64
+    generator.sampling_params.temperature=0.7
+    generator.eval_sampling_params.max_generate_length=64
+    "generator.sampling_params.stop=['</tool_call>']"
+    "generator.eval_sampling_params.stop=['</tool_call>']"
+)

@@ -63,13 +63,7 @@ fi
     trainer.eval_interval=16 \
     trainer.max_prompt_length=640 \
     generator.max_input_length=1024 \
-    generator.max_num_seqs=16 \
-    generator.max_turns=3 \
-    generator.sampling_params.max_generate_length=64 \
-    generator.sampling_params.temperature=0.7 \
-    generator.eval_sampling_params.max_generate_length=64 \
-    "generator.sampling_params.stop=['</tool_call>']" \
-    "generator.eval_sampling_params.stop=['</tool_call>']" \
+    "${CPU_TOOL_CALL_OVERRIDES[@]}" \
     trainer.ckpt_interval=8 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \

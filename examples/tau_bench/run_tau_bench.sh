@@ -101,13 +101,7 @@ export OPENAI_API_KEY="${USER_API_KEY:-${OPENAI_API_KEY:-EMPTY}}"
     trainer.eval_interval=1 \
     trainer.max_prompt_length=1536 \
     generator.max_input_length=2048 \
-    generator.max_num_seqs=16 \
-    generator.max_turns=3 \
-    generator.sampling_params.max_generate_length=64 \
-    generator.sampling_params.temperature=0.7 \
-    generator.eval_sampling_params.max_generate_length=64 \
-    "generator.sampling_params.stop=['</tool_call>']" \
-    "generator.eval_sampling_params.stop=['</tool_call>']" \
+    "${CPU_TOOL_CALL_OVERRIDES[@]}" \
     trainer.ckpt_interval=1 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \
