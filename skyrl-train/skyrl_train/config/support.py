@@ -9,7 +9,7 @@ Implementing a key = deleting its entry here and pointing its row in `tests/conf
 test that shows its effect.
 
 The open blocks follow the same rule: keys of `generator.sampling_params` / `eval_sampling_params` beyond the
-declared ones go to the inference engine unchanged, so only those the (only) hf engine reads are accepted
+declared ones go to the inference engine unchanged, so only those the configured backend reads are accepted
 (`ENGINE_EXTRA_SAMPLING_KEYS`); per-env blocks of `environment.skyrl_gym` are passed whole to the env named by
 the block, which owns its keys.
 """
@@ -22,10 +22,15 @@ from collections.abc import Callable
 from typing import Any
 
 from skyrl_train.config.schema import SkyRLConfig
+from skyrl_train.inference_engines.vllm.translate import VLLM_EXTRA_SAMPLING_KEYS
 
 __all__ = [
     "NOT_IMPLEMENTED",
     "FSDP2_ONLY",
+    "VLLM_ONLY",
+    "VLLM_FULL_WEIGHTS_ONLY",
+    "VLLM_LORA_ONLY",
+    "uses_vllm",
     "CRITIC_ONLY",
     "SEPARATE_REF_ONLY",
     "KL_IN_REWARD_ONLY",
@@ -44,8 +49,8 @@ _CPU_OFFLOAD = (
     "FSDP2 CPU offload only applies to GPU ranks, and no test here runs on a GPU, so it is not offered unverified"
 )
 _ENGINES = (
-    "only the colocated hf engine runs, generating with the policy's own weights; "
-    "vLLM and remote engines are not implemented yet"
+    "the local engines (hf, and vLLM with tensor parallelism only) serve the policy's model; remote engines, "
+    "pipeline/expert/data parallelism inside an engine and engine-side RoPE overrides are not implemented"
 )
 _OFF_POLICY = "the policy loss does not apply off-policy correction (importance sampling vs rollout logprobs) yet"
 _NO_LOSS = "no built-in policy loss reads it ({} is not implemented); register a custom policy loss instead"
@@ -70,8 +75,7 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.update_ref_every_epoch": "the ref model is never updated from the policy",
     "trainer.rope_scaling": "RoPE settings are not applied to the model config",
     "trainer.rope_theta": "RoPE settings are not applied to the model config",
-    "trainer.policy.model.lora.lora_sync_path": _ENGINES,
-    "trainer.critic.model.lora.lora_sync_path": _ENGINES,
+    "trainer.critic.model.lora.lora_sync_path": "the critic's weights never go to an inference engine",
     # --- algorithm
     "trainer.algorithm.use_tis": _OFF_POLICY,
     "trainer.algorithm.tis_imp_ratio_cap": _OFF_POLICY,
@@ -95,27 +99,15 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.algorithm.cispo.cispo_eps_clip_low": _NO_LOSS.format("the cispo loss"),
     "trainer.algorithm.cispo.cispo_eps_clip_high": _NO_LOSS.format("the cispo loss"),
     # --- inference engines
-    "generator.backend": _ENGINES,
     "generator.run_engines_locally": _ENGINES,
     "generator.remote_inference_engine_urls": _ENGINES,
     "generator.override_existing_update_group": _ENGINES,
     "generator.model_name": _ENGINES,
-    "generator.model_dtype": _ENGINES,
-    "generator.num_inference_engines": _ENGINES,
-    "generator.inference_engine_tensor_parallel_size": _ENGINES,
     "generator.inference_engine_pipeline_parallel_size": _ENGINES,
     "generator.inference_engine_expert_parallel_size": _ENGINES,
     "generator.inference_engine_data_parallel_size": _ENGINES,
-    "generator.weight_sync_backend": _ENGINES,
     "generator.weight_transfer_threshold_cuda_ipc_GB": _ENGINES,
-    "generator.vllm_v1_disable_multiproc": _ENGINES,
-    "generator.enable_chunked_prefill": _ENGINES,
-    "generator.max_num_batched_tokens": _ENGINES,
-    "generator.enforce_eager": _ENGINES,
-    "generator.fully_sharded_loras": _ENGINES,
     "generator.enable_ray_prometheus_stats": _ENGINES,
-    "generator.gpu_memory_utilization": _ENGINES,
-    "generator.engine_init_kwargs": _ENGINES,
     "generator.rope_scaling": _ENGINES,
     "generator.rope_theta": _ENGINES,
     "generator.async_engine": "the hf engine is always async (the agent loop needs it); a sync engine does not exist",
@@ -124,8 +116,9 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "generator.chat_template.name_or_path": "custom chat templates (the re-tokenising path) are not implemented",
 }
 
-ENGINE_EXTRA_SAMPLING_KEYS = ("ignore_eos",)
-"""Undeclared sampling keys the hf engine reads (`HFInferenceEngine`); any other one would be ignored, so it is refused."""
+ENGINE_EXTRA_SAMPLING_KEYS: dict[str, tuple[str, ...]] = {"hf": ("ignore_eos",), "vllm": VLLM_EXTRA_SAMPLING_KEYS}
+"""Undeclared sampling keys each backend reads (`HFInferenceEngine`; `inference_engines.vllm.translate`); any other
+one would be ignored, so it is refused."""
 
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z0-9_.]+)\}")
 
@@ -148,7 +141,7 @@ def default_of(key: str, cfg: SkyRLConfig) -> Any:
 
 
 FSDP2_ONLY: tuple[str, ...] = (
-    *(f"trainer.placement.{key}" for key in ("colocate_all", "colocate_policy_ref")),
+    "trainer.placement.colocate_policy_ref",
     *(
         f"trainer.placement.{role}_{key}"
         for role in ("policy", "ref", "critic")
@@ -189,9 +182,36 @@ SEPARATE_REF_ONLY: tuple[str, ...] = (
 """Keys of a reference model of its own: read only when a KL term is on and the policy has no LoRA adapter (with
 LoRA the reference is the policy with its adapter switched off, on the policy's workers)."""
 
+VLLM_ONLY: tuple[str, ...] = tuple(
+    f"generator.{key}"
+    for key in (
+        "model_dtype",
+        "num_inference_engines",
+        "inference_engine_tensor_parallel_size",
+        "vllm_v1_disable_multiproc",
+        "enable_chunked_prefill",
+        "max_num_batched_tokens",
+        "enforce_eager",
+        "gpu_memory_utilization",
+        "engine_init_kwargs",
+    )
+)
+"""Keys only the vLLM engines read (``generator.backend=vllm``); the hf engine generates in this process with the
+policy's own module, dtype and memory."""
+
+VLLM_FULL_WEIGHTS_ONLY: tuple[str, ...] = ("generator.weight_sync_backend",)
+"""Read only when full weights are broadcast to vLLM engines (a LoRA adapter goes through ``lora_sync_path``)."""
+
+VLLM_LORA_ONLY: tuple[str, ...] = ("trainer.policy.model.lora.lora_sync_path", "generator.fully_sharded_loras")
+"""Read only when a LoRA adapter is handed to vLLM engines."""
+
 KL_IN_REWARD_ONLY: tuple[str, ...] = tuple(
     f"trainer.algorithm.kl_ctrl.{key}" for key in ("type", "kl_target", "horizon")
 )
+
+
+def uses_vllm(cfg: SkyRLConfig) -> bool:
+    return cfg.generator.backend == "vllm"
 
 
 def has_critic(cfg: SkyRLConfig) -> bool:
@@ -219,6 +239,25 @@ class Conditional:
 CONDITIONAL: tuple[Conditional, ...] = (
     Conditional(
         FSDP2_ONLY, lambda cfg: cfg.trainer.strategy == "fsdp2", "trainer.strategy=fsdp2 (Ray workers)", "fsdp2 only"
+    ),
+    Conditional(
+        ("trainer.placement.colocate_all",),
+        lambda cfg: cfg.trainer.strategy == "fsdp2" or uses_vllm(cfg),
+        "trainer.strategy=fsdp2 or generator.backend=vllm (engines placed by Ray)",
+        "fsdp2 or vllm only",
+    ),
+    Conditional(VLLM_ONLY, uses_vllm, "generator.backend=vllm", "vllm only"),
+    Conditional(
+        VLLM_FULL_WEIGHTS_ONLY,
+        lambda cfg: uses_vllm(cfg) and cfg.trainer.policy.model.lora.rank == 0,
+        "generator.backend=vllm and full fine-tuning (trainer.policy.model.lora.rank=0)",
+        "vllm full fine-tuning only",
+    ),
+    Conditional(
+        VLLM_LORA_ONLY,
+        lambda cfg: uses_vllm(cfg) and cfg.trainer.policy.model.lora.rank > 0,
+        "generator.backend=vllm and a LoRA policy (trainer.policy.model.lora.rank > 0)",
+        "vllm with LoRA only",
     ),
     Conditional(CRITIC_ONLY, has_critic, "a critic (trainer.critic.model.path set)", "only with a critic"),
     Conditional(
@@ -262,11 +301,13 @@ def not_implemented_problems(cfg: SkyRLConfig) -> list[str]:
             problems.append(
                 f"{key}={value!r} is not implemented in this fork: {reason}. Only the default {default!r} is accepted."
             )
+    backend = cfg.generator.backend
+    readable = ENGINE_EXTRA_SAMPLING_KEYS.get(backend, ())
     for block in ("sampling_params", "eval_sampling_params"):
         for name in getattr(cfg.generator, block).additional_kwargs:
-            if name not in ENGINE_EXTRA_SAMPLING_KEYS:
+            if name not in readable:
                 problems.append(
-                    f"generator.{block}.{name} is not implemented in this fork: the hf engine would ignore it "
-                    f"(extra sampling keys it reads: {', '.join(ENGINE_EXTRA_SAMPLING_KEYS)})."
+                    f"generator.{block}.{name} is not implemented in this fork: the {backend} engine would ignore "
+                    f"it (extra sampling keys it reads: {', '.join(readable)})."
                 )
     return problems

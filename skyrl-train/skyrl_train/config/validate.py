@@ -1,9 +1,9 @@
 """Every cross-key rule of the config, in one place: `validate_cfg(cfg)`.
 
 Rules follow upstream SkyRL's `validate_cfg` / `validate_generator_cfg` / `validate_batch_sizes`. This
-fork runs the single-process strategy and the colocated hf engine; keys that only the others would read
-(fsdp2, placement, vLLM / remote engines, ...) are refused unless at their default, by the one table in
-`support.py`. The rules for those keys stay here for when they are implemented. All problems are collected
+fork runs the single-process and fsdp2 strategies with the hf or vLLM engine; keys that nothing here reads
+(remote engines, ...) or that the configured parts do not read are refused unless at their default, by the tables
+in `support.py`. The rules for those keys stay here for when they are implemented. All problems are collected
 and raised together as one `ConfigError`, each naming its key(s). On success derived keys are filled in:
 `trainer.algorithm.max_seq_len` (if null) and `trainer.resume_mode` (null -> "none").
 """
@@ -205,6 +205,11 @@ def _check_placement(cfg: SkyRLConfig, problems: list[str]) -> None:
                 f"policy_num_gpus_per_node = {policy_world}) as rollout devices (generator.num_inference_engines x "
                 f"TP x PP x DP = {rollout})."
             )
+    if p.colocate_all and g.backend == "vllm" and g.inference_engine_tensor_parallel_size > 1:
+        problems.append(
+            "generator.inference_engine_tensor_parallel_size > 1 with trainer.placement.colocate_all=true is not "
+            "supported: a colocated vLLM engine runs on one device of the policy's placement group."
+        )
     uses_ref = separate_ref_model(cfg)
     policy_shape = (p.policy_num_nodes, p.policy_num_gpus_per_node)
     if p.colocate_policy_ref and uses_ref and policy_shape != (p.ref_num_nodes, p.ref_num_gpus_per_node):

@@ -110,16 +110,48 @@ class BasePPOExp:
         return policy, ref, critic
 
     def get_inference_engine(self, policy: PolicyWorker, tokenizer) -> InferenceEngineInterface:
-        """The engine that generates with the policy's weights (the colocated `hf` engine shares its module)."""
+        """The engine that generates with the policy's weights (the colocated `hf` engine shares its module; vLLM
+        engines load `generator.model_name` and get the policy's weights from `get_weight_sync`)."""
+        if self.cfg.generator.backend == "vllm":
+            return self.make_vllm_engines(policy, tokenizer)
         return self.make_inference_engine(policy.model, tokenizer)
 
+    def make_vllm_engines(self, policy, tokenizer) -> InferenceEngineInterface:
+        """`generator.num_inference_engines` vLLM engines as Ray actors (`skyrl_train.inference_engines.vllm`);
+        colocated ones (``trainer.placement.colocate_all``) share the fsdp2 policy's placement group."""
+        from skyrl_train.inference_engines.vllm.engine_group import create_vllm_engines
+
+        actors = getattr(policy, "actors", None)  # fsdp2: the policy's ActorGroup
+        return create_vllm_engines(
+            self.cfg,
+            tokenizer,
+            policy_placement_group=None if actors is None else actors.placement_group,
+            policy_bundles=None if actors is None else actors.bundle_of_rank,
+        )
+
+    def get_weight_sync(self, policy, engine: InferenceEngineInterface) -> Callable[[], None] | None:
+        """What keeps the engine on the policy's weights after each update, or None when it shares them."""
+        if self.cfg.generator.backend != "vllm":
+            return None
+        from skyrl_train.inference_engines.vllm.weight_sync import VLLMWeightSync
+
+        g, lora = self.cfg.generator, self.cfg.trainer.policy.model.lora
+        return VLLMWeightSync(
+            engine,
+            policy,
+            lora=lora,
+            base_model=g.model_name,
+            model_dtype=g.model_dtype,
+            backend=g.weight_sync_backend,
+        )
+
     def make_inference_engine(self, model, tokenizer) -> InferenceEngineInterface:
-        """An inference engine over `model` as `generator.*` configures it."""
+        """An `hf` inference engine over `model` as `generator.*` configures it."""
         g = self.cfg.generator
         if not g.run_engines_locally or g.backend != "hf":
             raise NotImplementedError(
-                f"generator.backend={g.backend!r} (run_engines_locally={g.run_engines_locally}) is not available yet; "
-                "use generator.backend=hf"
+                f"generator.backend={g.backend!r} (run_engines_locally={g.run_engines_locally}) does not generate from "
+                "a model in this process; here use generator.backend=hf"
             )
         from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES, HFInferenceEngine
 
@@ -177,12 +209,14 @@ class BasePPOExp:
         optimizer_steps = len(train_loader) * t.epochs * (t.train_batch_size // t.policy_mini_batch_size)
         policy, ref, critic = self.get_workers(optimizer_steps * t.update_epochs_per_batch)
         engine_policy, sync_weights = policy, None
-        if t.strategy == "fsdp2":  # the ranks hold the weights: the engine generates from a copy synced from them
+        if t.strategy == "fsdp2" and self.cfg.generator.backend == "hf":
+            # the ranks hold the weights: the hf engine generates from a copy in this process, synced from them
             from skyrl_train.distributed.engine_sync import DriverPolicyCopy
 
             engine_policy = DriverPolicyCopy(t.policy, policy, "bfloat16" if t.bf16 else "float32")
             sync_weights = engine_policy.sync
         engine = self.get_inference_engine(engine_policy, tokenizer)
+        sync_weights = self.get_weight_sync(policy, engine) or sync_weights
         generator = self.get_generator(engine, tokenizer)
         endpoint = self.get_http_endpoint(engine, tokenizer)
         if endpoint is not None:

@@ -284,6 +284,10 @@ class TrainableWorker:
             self._loaded_tokenizer = load_tokenizer(self.model_path)
         return self._loaded_tokenizer
 
+    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
+        """The trainable weights (LoRA: the adapter; else every weight), detached: what a weight sync sends."""
+        return {name: p.detach() for name, p in self._trainable.items()}
+
     def save_checkpoint(self, folder: str | Path) -> None:
         """Write trainable weights, optimizer, scheduler and RNG states (layout in the module docstring)."""
         folder = Path(folder)
