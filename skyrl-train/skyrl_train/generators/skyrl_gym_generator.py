@@ -486,7 +486,13 @@ class SkyRLGymGenerator(GeneratorInterface):
         if masked:
             loss_mask = [0] * len(loss_mask)
         row = TrajectoryRow(
-            rollout.prompt_ids, response, loss_mask, logprobs, rewards, rollout.stop_reason, _oldest(rollout.weight_versions)
+            rollout.prompt_ids,
+            response,
+            loss_mask,
+            logprobs,
+            rewards,
+            rollout.stop_reason,
+            _oldest(rollout.weight_versions),
         )
         return Trajectory([row], metrics, rollout.conversation)
 
