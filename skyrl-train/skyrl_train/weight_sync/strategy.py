@@ -9,7 +9,7 @@ from skyrl_train.weight_sync.sender import SyncMode
 if TYPE_CHECKING:
     from skyrl_train.config.schema import SkyRLConfig
 
-__all__ = ["transfer_mode", "override_existing_update_group"]
+__all__ = ["override_existing_update_group", "trainer_address", "transfer_mode"]
 
 
 def transfer_mode(cfg: SkyRLConfig, engine_shares_policy: bool) -> SyncMode:
@@ -33,3 +33,16 @@ def override_existing_update_group(cfg: SkyRLConfig) -> bool:
     if value == "auto":
         return not cfg.generator.run_engines_locally
     return value == "enable"
+
+
+def trainer_address(remote_urls: list[str]) -> str:
+    """The address remote servers reach this process at (the weight-update group's TCP store): the local address
+    of the route to the first server (no packet is sent), so a server on this machine gets 127.0.0.1."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = remote_urls[0] if "://" in remote_urls[0] else f"http://{remote_urls[0]}"
+    parts = urlsplit(address)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((parts.hostname, parts.port or 80))
+        return probe.getsockname()[0]
