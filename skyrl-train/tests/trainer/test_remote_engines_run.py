@@ -2,13 +2,15 @@
 (`generator.run_engines_locally=false`), and goes on when one of them is killed mid-step.
 
 The settings are examples/gsm8k/run_gsm8k.sh's (LoRA GRPO, 4 prompts x 4 samples, single-turn, 64-token answers) with
-the tiny model and 3 steps. The servers return the sampled token ids and their logprobs; the LoRA adapter reaches
-them after every update (by folder), so each step's rollouts come from the weights of the step before: the servers
-report that version on every sample, and the rollout logprobs equal the trainer's. At step 2 one server is killed
+the tiny model and 3 steps, and again with full fine-tuning. The servers return the sampled token ids and their
+logprobs; the weights reach them after every update (the LoRA adapter by folder, or every weight by a gloo
+broadcast), so each step's rollouts come from the weights of the step before: the servers report that version on
+every sample, and the rollout logprobs equal the trainer's. At step 2 one server is killed
 with SIGKILL while it serves a request: its episodes of that step become infrastructure failures (`engine_failed`),
-step 3 runs on the other one, and the other one ends with the final weights.
+step 3 runs on the other one (with full weights, over a weight-update group formed again without the dead server),
+and the other one ends with the final weights.
 
-    .venv/bin/pytest -m slow skyrl-train/tests/trainer/test_remote_engines_run.py   (about 1-2 min on 2 cores)
+    .venv/bin/pytest -m slow skyrl-train/tests/trainer/test_remote_engines_run.py   (about 1.5 min each on 2 cores)
 """
 
 from __future__ import annotations
@@ -108,8 +110,9 @@ class _StepTracking(GeneratorInterface):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("lora_rank", [32, 0], ids=["lora", "full"])
 def test_gsm8k_trains_on_two_remote_servers_and_goes_on_when_one_is_killed(
-    tmp_path, tiny_model, tiny_tokenizer  # noqa: F811
+    tmp_path, tiny_model, tiny_tokenizer, lora_rank  # noqa: F811
 ):
     write_dataset(generate_dataset(4 * STEPS, 0, seed=0, max_ops=1, max_value=20, few_shot=1), tmp_path / "data")
     servers = [start_server(tiny_model) for _ in range(2)]
@@ -121,7 +124,7 @@ def test_gsm8k_trains_on_two_remote_servers_and_goes_on_when_one_is_killed(
                 f"trainer.policy.model.path={tiny_model}",
                 "trainer.bf16=false",
                 "trainer.gradient_checkpointing=false",
-                "trainer.policy.model.lora.rank=32",
+                f"trainer.policy.model.lora.rank={lora_rank}",
                 "trainer.policy.model.lora.alpha=64",
                 "trainer.policy.optimizer_config.lr=2e-4",
                 "trainer.algorithm.advantage_estimator=grpo",
@@ -148,10 +151,10 @@ def test_gsm8k_trains_on_two_remote_servers_and_goes_on_when_one_is_killed(
                 f"generator.remote_inference_engine_urls=[{survivor_url},{victim_url}]",
                 f"generator.model_name={SERVED_NAME}",
                 "generator.weight_sync_backend=gloo",
-                f"trainer.policy.model.lora.lora_sync_path={tmp_path / 'lora_sync'}",
                 # half the episodes of the step that loses a server may fail (the default stops above 0.5)
                 "trainer.max_infra_failure_ratio=0.75",
             ]
+            + ([f"trainer.policy.model.lora.lora_sync_path={tmp_path / 'lora_sync'}"] if lora_rank else [])
         )
         experiment = KillDuringStep(cfg, victim)
         experiment.run()
