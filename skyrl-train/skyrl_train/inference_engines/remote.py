@@ -91,6 +91,7 @@ class RemoteInferenceEngine(InferenceEngineInterface):
         """The version last synced to this server by this process (None before the first sync)."""
         self.retokenized_responses = 0
         """Responses whose token ids were re-encoded from text (the server returned no token ids)."""
+        self._warned: set[str] = set()
 
     def tp_size(self) -> int:
         return self._parallel[0]
@@ -110,26 +111,31 @@ class RemoteInferenceEngine(InferenceEngineInterface):
         choices = sorted((await self._post("/v1/completions", body))["choices"], key=lambda c: c["index"])
         if len(choices) != len(prompts):
             raise RuntimeError(f"{self.url} answered {len(choices)} choices for {len(prompts)} prompts")
-        responses, ids, reasons, logprobs, versions, retokenized = [], [], [], [], [], []
+        ids, logprobs, retokenized = [], [], []
         for choice in choices:
             token_ids = choice.get("token_ids")
+            retokenized.append(token_ids is None)
             if token_ids is None:
                 self._warn_retokenized()
-                token_ids = list(self.tokenizer.encode(choice["text"], add_special_tokens=False))
-                logprobs = None
-            elif logprobs is not None and params.logprobs is not None:
-                logprobs.append(list((choice.get("logprobs") or {}).get("token_logprobs") or []))
+                token_ids = self.tokenizer.encode(choice["text"], add_special_tokens=False)
             ids.append(list(token_ids))
-            retokenized.append(choice.get("token_ids") is None)
-            responses.append(self._text(token_ids, choice["text"], params.stop, retokenized[-1]))
-            reasons.append(_stop_reason(choice.get("finish_reason")))
-            versions.append(choice.get("weight_version", self.weight_version))
+            logprobs.append(None if retokenized[-1] else _token_logprobs(choice, len(token_ids)))
+        if params.logprobs is None:
+            logprobs = None
+        elif None in logprobs:
+            if not any(retokenized):
+                self._warn_once(
+                    "no_logprobs", "%s returned no logprob for every sampled token: rollout logprobs are dropped"
+                )
+            logprobs = None
         return InferenceEngineOutput(
-            responses=responses,
+            responses=[
+                self._text(i, c["text"], params.stop, r) for i, c, r in zip(ids, choices, retokenized, strict=True)
+            ],
             response_ids=ids,
-            stop_reasons=reasons,
-            response_logprobs=logprobs if params.logprobs is not None else None,
-            weight_versions=versions,
+            stop_reasons=[_stop_reason(c.get("finish_reason")) for c in choices],
+            response_logprobs=logprobs,
+            weight_versions=[c.get("weight_version", self.weight_version) for c in choices],
             retokenized=retokenized,
         )
 
@@ -156,6 +162,11 @@ class RemoteInferenceEngine(InferenceEngineInterface):
         text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
         ends = [text.find(s) + len(s) for s in stop or [] if s in text]
         return text[: min(ends)] if ends else text
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message, self.url)
 
     def _warn_retokenized(self) -> None:
         if self.retokenized_responses == 0:
@@ -255,6 +266,12 @@ def completion_body(model: str, prompts: list[list[int]], params: SamplingParams
     if params.additional_kwargs.get("ignore_eos"):
         body["ignore_eos"] = True
     return body
+
+
+def _token_logprobs(choice: dict[str, Any], n: int) -> list[float] | None:
+    """The choice's logprob of each of its `n` sampled tokens (OpenAI's `logprobs.token_logprobs`), or None."""
+    values = (choice.get("logprobs") or {}).get("token_logprobs")
+    return [float(v) for v in values] if values is not None and len(values) == n else None
 
 
 def _stop_reason(finish_reason: str | None) -> str:

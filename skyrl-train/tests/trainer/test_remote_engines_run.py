@@ -32,6 +32,7 @@ from skyrl_train.generators.utils import encode_chat
 from skyrl_train.inference_engines import SamplingParams
 from skyrl_train.inference_engines.remote import RemoteInferenceEngine
 from skyrl_train.testing import tiny_tokenizer  # noqa: F401
+from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, subprocess_env
 from skyrl_train.tracking.metrics_file import read_metrics
 from skyrl_train.training_batch import TrainingInputBatch
 
@@ -204,3 +205,57 @@ async def _generate(url, tokenizer, prompt, params):
         return await engine.generate({"prompt_token_ids": [prompt], "sampling_params": params})
     finally:
         await engine.teardown()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lora_rank", [4, 0], ids=["lora", "full"])
+def test_fsdp2_ranks_send_their_weights_to_a_remote_server(tmp_path, tiny_model, lora_rank):
+    """With `trainer.strategy=fsdp2` the weights are gathered from the 2 ranks (Ray actors) to the driver, which sends
+    them to the server: the server's version and logprobs follow the trainer's (about 2 min each)."""
+    write_dataset(generate_dataset(4 * 2, 0, seed=0, max_ops=1, max_value=20, few_shot=1), tmp_path / "data")
+    server, url = start_server(tiny_model)
+    try:
+        overrides = (
+            FSDP2_CPU_OVERRIDES
+            + [
+                f"trainer.policy.model.path={tiny_model}",
+                "trainer.bf16=false",
+                "trainer.gradient_checkpointing=false",
+                f"trainer.policy.model.lora.rank={lora_rank}",
+                "trainer.algorithm.use_kl_loss=false",
+                "trainer.train_batch_size=4",
+                "trainer.policy_mini_batch_size=4",
+                "trainer.micro_train_batch_size_per_gpu=4",
+                "trainer.micro_forward_batch_size_per_gpu=8",
+                "generator.n_samples_per_prompt=2",
+                f"data.train_data=[{tmp_path / 'data' / 'train.parquet'}]",
+                "data.val_data=[]",
+                "trainer.eval_interval=-1",
+                "trainer.max_prompt_length=384",
+                "generator.sampling_params.max_generate_length=16",
+                "trainer.ckpt_interval=-1",
+                "trainer.logger=[jsonl]",
+                f"trainer.export_path={tmp_path / 'exports'}",
+                "generator.run_engines_locally=false",
+                f"generator.remote_inference_engine_urls=[{url}]",
+                f"generator.model_name={SERVED_NAME}",
+                "generator.weight_sync_backend=gloo",
+            ]
+            + ([f"trainer.policy.model.lora.lora_sync_path={tmp_path / 'lora_sync'}"] if lora_rank else [])
+        )
+        run = subprocess.run(
+            [sys.executable, "-m", "skyrl_train.entrypoints.main_base", *overrides],
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        history = read_metrics(tmp_path / "exports" / "metrics.jsonl").steps
+        assert [history[step]["generate/max_weight_version"] for step in (1, 2)] == [0, 1]
+        for step in (1, 2):
+            assert history[step]["policy/rollout_train_logprobs_abs_diff_mean"] < 1e-4
+        assert httpx.get(url + "/health").json() == {"status": "ok", "weight_version": 2}
+    finally:
+        server.kill()
+        server.wait(30)

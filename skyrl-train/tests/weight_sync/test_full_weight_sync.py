@@ -118,3 +118,20 @@ async def test_a_sync_with_no_engine_left_names_every_dropped_engine(tiny_model,
     sender.engines.dropped.update({0: "ConnectError: refused", 1: "ReadError: reset"})
     with pytest.raises(EngineUnavailableError, match="engine 0: ConnectError: refused; engine 1: ReadError: reset"):
         await sender.sync(weight_version=1)
+
+
+async def test_an_engine_in_a_group_joins_another_only_when_told_to_override(tiny_model, engines):
+    sender = broadcast_sender(engines[:1], policy_worker(tiny_model))
+    await sender.sync(weight_version=0)
+    info = sender.group.info.for_engine(0, 1)
+    with pytest.raises(RuntimeError, match="already in a weight-update group"):
+        await engines[0].init_weight_update_communicator(info)
+    await sender.close()
+
+    # A new trainer (e.g. a restarted run) while the engine is still in the old group: override_existing lets it in.
+    stale = broadcast_sender(engines[:1], policy_worker(tiny_model))
+    await stale.sync(weight_version=0)
+    fresh = broadcast_sender(engines[:1], policy_worker(tiny_model), override_existing=True)
+    await fresh.sync(weight_version=1)
+    assert engines[0].weight_version == 1
+    await fresh.close()
