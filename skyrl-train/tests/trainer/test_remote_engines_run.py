@@ -215,8 +215,10 @@ def test_fsdp2_ranks_send_their_weights_to_a_remote_server(tmp_path, tiny_model,
     write_dataset(generate_dataset(4 * 2, 0, seed=0, max_ops=1, max_value=20, few_shot=1), tmp_path / "data")
     server, url = start_server(tiny_model)
     try:
+        # No reference model here (no KL term), so its placement key would be refused.
+        fsdp2 = [o for o in FSDP2_CPU_OVERRIDES if not o.startswith("trainer.placement.ref_")]
         overrides = (
-            FSDP2_CPU_OVERRIDES
+            fsdp2
             + [
                 f"trainer.policy.model.path={tiny_model}",
                 "trainer.bf16=false",
