@@ -113,7 +113,8 @@ class LoraConfig:
     alpha: int = knob(16, "LoRA alpha (scaling = alpha / rank).")
     dropout: float = knob(0.0, "Dropout on the LoRA layers.")
     lora_sync_path: str = knob(
-        "/tmp/skyrl_lora_sync", "Local folder where adapters are written for the engines to load."
+        "/tmp/skyrl_lora_sync",
+        "Folder where the adapter is written for the engines to load (remote servers must be able to read it).",
     )
     target_modules: str | list[str] = knob("all-linear", "Modules that get adapters: 'all-linear' or a list of names.")
     exclude_modules: str | list[str] | None = knob(None, "Modules excluded from target_modules (peft semantics).")
@@ -363,7 +364,10 @@ class ChatTemplateConfig:
 
 @dataclass
 class GeneratorConfig:
-    model_name: str = knob("${trainer.policy.model.path}", "Model the engines serve; defaults to the policy path.")
+    model_name: str = knob(
+        "${trainer.policy.model.path}",
+        "The `model` name requests to remote engines carry (their served model name); defaults to the policy path.",
+    )
     model_dtype: str = knob(
         "bfloat16",
         "vLLM engine weight dtype; full-weight syncs are cast to it (the hf engine uses the policy's own weights).",
@@ -375,7 +379,8 @@ class GeneratorConfig:
     )
     weight_sync_backend: str = knob(
         "nccl",
-        "How full weights reach vLLM engines: nccl (GPU) or gloo (CPU); LoRA adapters go through lora_sync_path.",
+        "Backend of the trainer-to-engine weight broadcast: nccl (GPU) or gloo (CPU); the local hf engine shares "
+        "the policy's weights.",
     )
     weight_transfer_threshold_cuda_ipc_GB: float = knob(1.0, "Batch size (GB) of CUDA-IPC weight transfers.")
     inference_engine_tensor_parallel_size: int = knob(1, "Tensor parallelism inside each engine.")

@@ -28,12 +28,16 @@ __all__ = [
     "NOT_IMPLEMENTED",
     "FSDP2_ONLY",
     "VLLM_ONLY",
-    "VLLM_FULL_WEIGHTS_ONLY",
     "VLLM_LORA_ONLY",
     "uses_vllm",
     "CRITIC_ONLY",
     "SEPARATE_REF_ONLY",
     "KL_IN_REWARD_ONLY",
+    "REMOTE_ENGINES_ONLY",
+    "LOCAL_ENGINES_ONLY",
+    "WEIGHT_SYNC_ONLY",
+    "LORA_SYNC_ONLY",
+    "engines_receive_weights",
     "CONDITIONAL",
     "Conditional",
     "conditional_mark",
@@ -49,8 +53,9 @@ _CPU_OFFLOAD = (
     "FSDP2 CPU offload only applies to GPU ranks, and no test here runs on a GPU, so it is not offered unverified"
 )
 _ENGINES = (
-    "the local engines (hf, and vLLM with tensor parallelism only) serve the policy's model; remote engines, "
-    "pipeline/expert/data parallelism inside an engine and engine-side RoPE overrides are not implemented"
+    "the engines that run are the local hf engine (the policy's own weights), local vLLM engines (tensor "
+    "parallelism only) and remote servers; expert parallelism, Ray Prometheus stats and engine-side RoPE overrides "
+    "are not implemented"
 )
 _OFF_POLICY = "the policy loss does not apply off-policy correction (importance sampling vs rollout logprobs) yet"
 _NO_LOSS = "no built-in policy loss reads it ({} is not implemented); register a custom policy loss instead"
@@ -75,7 +80,7 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.update_ref_every_epoch": "the ref model is never updated from the policy",
     "trainer.rope_scaling": "RoPE settings are not applied to the model config",
     "trainer.rope_theta": "RoPE settings are not applied to the model config",
-    "trainer.critic.model.lora.lora_sync_path": "the critic's weights never go to an inference engine",
+    "trainer.critic.model.lora.lora_sync_path": "the critic's weights are never sent to an inference engine",
     # --- algorithm
     "trainer.algorithm.use_tis": _OFF_POLICY,
     "trainer.algorithm.tis_imp_ratio_cap": _OFF_POLICY,
@@ -99,13 +104,7 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.algorithm.cispo.cispo_eps_clip_low": _NO_LOSS.format("the cispo loss"),
     "trainer.algorithm.cispo.cispo_eps_clip_high": _NO_LOSS.format("the cispo loss"),
     # --- inference engines
-    "generator.run_engines_locally": _ENGINES,
-    "generator.remote_inference_engine_urls": _ENGINES,
-    "generator.override_existing_update_group": _ENGINES,
-    "generator.model_name": _ENGINES,
-    "generator.inference_engine_pipeline_parallel_size": _ENGINES,
     "generator.inference_engine_expert_parallel_size": _ENGINES,
-    "generator.inference_engine_data_parallel_size": _ENGINES,
     "generator.weight_transfer_threshold_cuda_ipc_GB": _ENGINES,
     "generator.enable_ray_prometheus_stats": _ENGINES,
     "generator.rope_scaling": _ENGINES,
@@ -186,8 +185,6 @@ VLLM_ONLY: tuple[str, ...] = tuple(
     f"generator.{key}"
     for key in (
         "model_dtype",
-        "num_inference_engines",
-        "inference_engine_tensor_parallel_size",
         "vllm_v1_disable_multiproc",
         "enable_chunked_prefill",
         "max_num_batched_tokens",
@@ -196,14 +193,33 @@ VLLM_ONLY: tuple[str, ...] = tuple(
         "engine_init_kwargs",
     )
 )
-"""Keys only the vLLM engines read (``generator.backend=vllm``); the hf engine generates in this process with the
-policy's own module, dtype and memory."""
+"""Keys only the vLLM engines read (``generator.backend=vllm``, local); the hf engine generates in this process with
+the policy's own module, dtype and memory, and a remote server has its own settings."""
 
-VLLM_FULL_WEIGHTS_ONLY: tuple[str, ...] = ("generator.weight_sync_backend",)
-"""Read only when full weights are broadcast to vLLM engines (a LoRA adapter goes through ``lora_sync_path``)."""
+VLLM_LORA_ONLY: tuple[str, ...] = ("generator.fully_sharded_loras",)
+"""Read only when vLLM engines serve a LoRA adapter."""
 
-VLLM_LORA_ONLY: tuple[str, ...] = ("trainer.policy.model.lora.lora_sync_path", "generator.fully_sharded_loras")
-"""Read only when a LoRA adapter is handed to vLLM engines."""
+REMOTE_ENGINES_ONLY: tuple[str, ...] = ("generator.remote_inference_engine_urls", "generator.model_name")
+"""Keys only remote engines read (the server URLs, the `model` name requests carry)."""
+
+LOCAL_ENGINES_ONLY: tuple[str, ...] = ("generator.max_num_seqs", "generator.enable_prefix_caching")
+"""Keys of engines this job starts (a remote server has its own settings)."""
+
+WEIGHT_SYNC_ONLY: tuple[str, ...] = (
+    "generator.weight_sync_backend",
+    "generator.override_existing_update_group",
+    *(f"generator.inference_engine_{kind}_parallel_size" for kind in ("tensor", "pipeline", "data")),
+)
+"""Keys of engines that receive weights from the trainer (vLLM engines, remote servers): the local hf engine shares
+the policy's module, so it has no weight-update group and runs as one worker."""
+
+LORA_SYNC_ONLY: tuple[str, ...] = ("trainer.policy.model.lora.lora_sync_path",)
+
+
+def engines_receive_weights(cfg: SkyRLConfig) -> bool:
+    """The engines get the policy's weights through a weight sync (anything but the local hf engine)."""
+    return not (cfg.generator.run_engines_locally and cfg.generator.backend == "hf")
+
 
 KL_IN_REWARD_ONLY: tuple[str, ...] = tuple(
     f"trainer.algorithm.kl_ctrl.{key}" for key in ("type", "kl_target", "horizon")
@@ -211,7 +227,8 @@ KL_IN_REWARD_ONLY: tuple[str, ...] = tuple(
 
 
 def uses_vllm(cfg: SkyRLConfig) -> bool:
-    return cfg.generator.backend == "vllm"
+    """Local vLLM engines run (remote servers are whatever they are)."""
+    return cfg.generator.run_engines_locally and cfg.generator.backend == "vllm"
 
 
 def has_critic(cfg: SkyRLConfig) -> bool:
@@ -246,13 +263,7 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "trainer.strategy=fsdp2 or generator.backend=vllm (engines placed by Ray)",
         "fsdp2 or vllm only",
     ),
-    Conditional(VLLM_ONLY, uses_vllm, "generator.backend=vllm", "vllm only"),
-    Conditional(
-        VLLM_FULL_WEIGHTS_ONLY,
-        lambda cfg: uses_vllm(cfg) and cfg.trainer.policy.model.lora.rank == 0,
-        "generator.backend=vllm and full fine-tuning (trainer.policy.model.lora.rank=0)",
-        "vllm full fine-tuning only",
-    ),
+    Conditional(VLLM_ONLY, uses_vllm, "local vLLM engines (generator.backend=vllm)", "vllm only"),
     Conditional(
         VLLM_LORA_ONLY,
         lambda cfg: uses_vllm(cfg) and cfg.trainer.policy.model.lora.rank > 0,
@@ -266,6 +277,31 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "a reference model of its own: a KL term on (use_kl_loss or use_kl_in_reward) and a policy without LoRA; "
         "with LoRA the reference is the policy with its adapter off",
         "only with a KL term and no LoRA",
+    ),
+    Conditional(
+        REMOTE_ENGINES_ONLY,
+        lambda cfg: not cfg.generator.run_engines_locally,
+        "remote engines (generator.run_engines_locally=false)",
+        "remote engines only",
+    ),
+    Conditional(
+        LOCAL_ENGINES_ONLY,
+        lambda cfg: cfg.generator.run_engines_locally,
+        "engines this job starts (generator.run_engines_locally=true); a remote server has its own settings",
+        "local engines only",
+    ),
+    Conditional(
+        WEIGHT_SYNC_ONLY,
+        engines_receive_weights,
+        "engines that receive weights from the trainer (vLLM or remote engines; the local hf engine shares the "
+        "policy)",
+        "engines receiving weights only",
+    ),
+    Conditional(
+        LORA_SYNC_ONLY,
+        lambda cfg: engines_receive_weights(cfg) and cfg.trainer.policy.model.lora.rank > 0,
+        "a LoRA policy whose adapter is sent to engines (LoRA with vLLM or remote engines)",
+        "LoRA with vLLM or remote engines only",
     ),
     Conditional(
         KL_IN_REWARD_ONLY,

@@ -40,6 +40,7 @@ from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
 if TYPE_CHECKING:
     from skyrl_train.serve import PolicyEndpoint
+    from skyrl_train.weight_sync import WeightSyncSender
 
 logger = logging.getLogger(__name__)
 
@@ -110,48 +111,38 @@ class BasePPOExp:
         return policy, ref, critic
 
     def get_inference_engine(self, policy: PolicyWorker, tokenizer) -> InferenceEngineInterface:
-        """The engine that generates with the policy's weights (the colocated `hf` engine shares its module; vLLM
-        engines load `generator.model_name` and get the policy's weights from `get_weight_sync`)."""
+        """The engine(s) rollouts come from: remote servers (`generator.run_engines_locally=false`), local vLLM
+        engines (`generator.backend=vllm`; both get the policy's weights from `get_weight_sync`), else the local `hf`
+        engine, which shares the policy's module."""
+        if not self.cfg.generator.run_engines_locally:
+            return self.make_remote_engines(tokenizer)
         if self.cfg.generator.backend == "vllm":
             return self.make_vllm_engines(policy, tokenizer)
         return self.make_inference_engine(policy.model, tokenizer)
 
     def make_vllm_engines(self, policy, tokenizer) -> InferenceEngineInterface:
-        """`generator.num_inference_engines` vLLM engines as Ray actors (`skyrl_train.inference_engines.vllm`);
-        colocated ones (``trainer.placement.colocate_all``) share the fsdp2 policy's placement group."""
-        from skyrl_train.inference_engines.vllm.engine_group import create_vllm_engines
+        """`generator.num_inference_engines` vLLM engines as Ray actors (`skyrl_train.inference_engines.vllm`)
+        behind a client that routes each episode to one engine; colocated ones (``trainer.placement.colocate_all``)
+        share the fsdp2 policy's placement group."""
+        from skyrl_train.inference_engines.client import InferenceEngineClient
+        from skyrl_train.inference_engines.vllm.ray_engine import create_vllm_engines
 
         actors = getattr(policy, "actors", None)  # fsdp2: the policy's ActorGroup
-        return create_vllm_engines(
+        engines = create_vllm_engines(
             self.cfg,
             tokenizer,
             policy_placement_group=None if actors is None else actors.placement_group,
             policy_bundles=None if actors is None else actors.bundle_of_rank,
         )
-
-    def get_weight_sync(self, policy, engine: InferenceEngineInterface) -> Callable[[], None] | None:
-        """What keeps the engine on the policy's weights after each update, or None when it shares them."""
-        if self.cfg.generator.backend != "vllm":
-            return None
-        from skyrl_train.inference_engines.vllm.weight_sync import VLLMWeightSync
-
-        g, lora = self.cfg.generator, self.cfg.trainer.policy.model.lora
-        return VLLMWeightSync(
-            engine,
-            policy,
-            lora=lora,
-            base_model=g.model_name,
-            model_dtype=g.model_dtype,
-            backend=g.weight_sync_backend,
-        )
+        return InferenceEngineClient(engines)
 
     def make_inference_engine(self, model, tokenizer) -> InferenceEngineInterface:
-        """An `hf` inference engine over `model` as `generator.*` configures it."""
+        """A local `hf` inference engine over `model` as `generator.*` configures it."""
         g = self.cfg.generator
-        if not g.run_engines_locally or g.backend != "hf":
+        if g.backend != "hf":
             raise NotImplementedError(
-                f"generator.backend={g.backend!r} (run_engines_locally={g.run_engines_locally}) does not generate from "
-                "a model in this process; here use generator.backend=hf"
+                f"generator.backend={g.backend!r} does not generate from a model in this process; use "
+                "generator.backend=hf here"
             )
         from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES, HFInferenceEngine
 
@@ -161,6 +152,64 @@ class BasePPOExp:
             max_num_seqs=g.max_num_seqs,
             seed=self.cfg.trainer.seed,
             prefix_cache_bytes=DEFAULT_PREFIX_CACHE_BYTES if g.enable_prefix_caching else 0,
+        )
+
+    def make_remote_engines(self, tokenizer) -> InferenceEngineInterface:
+        """One `RemoteInferenceEngine` per `generator.remote_inference_engine_urls` entry, behind a client that
+        routes each episode to one server and takes unreachable servers out of service."""
+        from skyrl_train.inference_engines.client import InferenceEngineClient
+        from skyrl_train.inference_engines.remote import RemoteInferenceEngine
+
+        g = self.cfg.generator
+        engines = [
+            RemoteInferenceEngine(
+                url,
+                g.model_name,
+                tokenizer,
+                tp_size=g.inference_engine_tensor_parallel_size,
+                pp_size=g.inference_engine_pipeline_parallel_size,
+                dp_size=g.inference_engine_data_parallel_size,
+            )
+            for url in g.remote_inference_engine_urls
+        ]
+        return InferenceEngineClient(engines)
+
+    def get_weight_sync(
+        self, engine: InferenceEngineInterface, policy, refresh: Callable[[], None] | None = None
+    ) -> WeightSyncSender:
+        """How the policy's weights reach `engine` after each update (`skyrl_train.weight_sync`): the mode follows
+        upstream's rules (`transfer_mode`); `refresh` brings a local engine's copy of the policy up to date (fsdp2)."""
+        from skyrl_train.weight_sync import WeightSyncSender, override_existing_update_group, transfer_mode
+        from skyrl_train.weight_sync.strategy import trainer_address
+
+        cfg, g = self.cfg, self.cfg.generator
+        shares = g.run_engines_locally and g.backend == "hf"
+        mode = transfer_mode(cfg, engine_shares_policy=shares)
+        if mode == "broadcast" and g.weight_sync_backend == "nccl" and not torch.cuda.is_available():
+            raise ValueError(
+                "generator.weight_sync_backend=nccl needs CUDA, and this machine has none: set "
+                "generator.weight_sync_backend=gloo to send the weights over CPU"
+            )
+        lora = cfg.trainer.policy.model.lora
+        if not g.run_engines_locally:
+            master_addr = trainer_address(g.remote_inference_engine_urls)
+        elif g.backend == "vllm":  # engine actors may run on other nodes of the Ray cluster
+            import ray
+
+            master_addr = ray.util.get_node_ip_address()
+        else:
+            master_addr = "127.0.0.1"
+        return WeightSyncSender(
+            engine,
+            policy,
+            mode,
+            backend=g.weight_sync_backend,
+            master_addr=master_addr,
+            lora_config=lora,
+            base_model_path=cfg.trainer.policy.model.path,
+            lora_sync_path=lora.lora_sync_path,
+            override_existing=override_existing_update_group(cfg),
+            refresh=refresh,
         )
 
     def get_generator(self, engine: InferenceEngineInterface, tokenizer) -> SkyRLGymGenerator:
@@ -208,15 +257,15 @@ class BasePPOExp:
         self.preflight(train_dataset, eval_dataset)
         optimizer_steps = len(train_loader) * t.epochs * (t.train_batch_size // t.policy_mini_batch_size)
         policy, ref, critic = self.get_workers(optimizer_steps * t.update_epochs_per_batch)
-        engine_policy, sync_weights = policy, None
-        if t.strategy == "fsdp2" and self.cfg.generator.backend == "hf":
-            # the ranks hold the weights: the hf engine generates from a copy in this process, synced from them
+        engine_policy, refresh = policy, None
+        if t.strategy == "fsdp2" and self.cfg.generator.run_engines_locally and self.cfg.generator.backend == "hf":
+            # The ranks hold the weights: the hf engine generates from a copy synced from them.
             from skyrl_train.distributed.engine_sync import DriverPolicyCopy
 
             engine_policy = DriverPolicyCopy(t.policy, policy, "bfloat16" if t.bf16 else "float32")
-            sync_weights = engine_policy.sync
+            refresh = engine_policy.sync
         engine = self.get_inference_engine(engine_policy, tokenizer)
-        sync_weights = self.get_weight_sync(policy, engine) or sync_weights
+        weight_sync = self.get_weight_sync(engine, policy, refresh)
         generator = self.get_generator(engine, tokenizer)
         endpoint = self.get_http_endpoint(engine, tokenizer)
         if endpoint is not None:
@@ -232,8 +281,9 @@ class BasePPOExp:
                 policy,
                 ref,
                 critic,
-                sync_weights=sync_weights,
-                inference_engine=engine,
+                sync_weights=weight_sync.sync,
+                # Local engines sleep while the trainer updates; remote servers are never colocated with it.
+                inference_engine=engine if self.cfg.generator.run_engines_locally else None,
                 checkpoints=self.get_checkpoint_manager(),
                 eval_dumps=self.get_eval_dump_uploader(),
             )
@@ -245,11 +295,10 @@ class BasePPOExp:
                         endpoint.served_model_name,
                         endpoint.url,
                     )
-                asyncio.run(trainer.train())
+                asyncio.run(_train_then_close(trainer, weight_sync, engine))
             finally:
                 if endpoint is not None:
                     endpoint.stop()
-                asyncio.run(engine.teardown())
         self.write_report()
 
     def write_report(self) -> None:
@@ -259,6 +308,18 @@ class BasePPOExp:
 
             write_report(metrics_file, self.export_path / "report")
             logger.info("run report written to %s", self.export_path / "report")
+
+
+async def _train_then_close(trainer: PPOTrainer, weight_sync: WeightSyncSender, engine: InferenceEngineInterface):
+    """Train, then leave the weight-update group and tear the engine down, on the loop that used them."""
+    try:
+        await trainer.train()
+    finally:
+        try:
+            await weight_sync.close()
+        except Exception:  # e.g. a server that died: nothing left to leave
+            logger.warning("leaving the weight-update group failed", exc_info=True)
+        await engine.teardown()
 
 
 def _seed_everything(seed: int) -> None:
