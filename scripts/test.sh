@@ -25,7 +25,7 @@ done
 
 if [[ $vllm == 1 ]]; then
     bash "$repo_root/scripts/setup_vllm.sh"
-    exec "$repo_root/.venv/vllm/bin/python" -m pytest -m vllm skyrl-train/tests ${extra[@]+"${extra[@]}"}
+    exec "$repo_root/.venv/vllm/bin/pytest" -m vllm skyrl-train/tests/inference_engines/vllm ${extra[@]+"${extra[@]}"}
 fi
 bash "$repo_root/scripts/setup.sh"
 export PATH="$repo_root/.venv/bin:$PATH"

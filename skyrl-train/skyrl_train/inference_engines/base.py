@@ -145,6 +145,10 @@ class InferenceEngineInterface(ABC):
     async def generate(self, input_batch: InferenceEngineInput) -> InferenceEngineOutput:
         """Generate one response per prompt, in input order."""
 
+    async def abort_generation(self) -> None:
+        """Finish every request in flight now, each with stop reason "abort" and the tokens generated so far."""
+        raise NotImplementedError(f"{type(self).__name__} cannot abort generation")
+
     async def wake_up(self, tags: list[str] | None = None) -> None:
         """Re-acquire memory released by `sleep` (weights and/or KV cache)."""
         return None

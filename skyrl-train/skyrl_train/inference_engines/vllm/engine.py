@@ -8,8 +8,10 @@ Requests in flight can be aborted (`abort_generation`): each returns the tokens 
 vLLM's CPU build has no sleep mode (`Platform.is_sleep_mode_available()` is False there), which
 `engine_actors.create_vllm_engines` refuses before any engine starts.
 
-Weights: a LoRA adapter folder is loaded with `load_lora_adapter` and every later request uses it; full weights
-arrive through the worker extension (`worker_extension`), driven by `collective_rpc`.
+Weights arrive as `skyrl_train.weight_sync` requests (`update_named_weights`): a LoRA adapter folder is loaded as a
+vLLM LoRA request that every later request uses; broadcast and CUDA IPC chunks are received and loaded by every
+worker through the worker extension (`worker_extension`). Each response reports the weight version it was generated
+with.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class VLLMEngine:
         self._in_flight: set[str] = set()
         self._lora_request = None
         self._warned_logprobs = False
+        self.weight_version = 0
+        """The version of the weights requests are served with (`WeightUpdateRequest.weight_version`); 0 = the
+        weights the engine loaded."""
 
     async def generate(self, prompt_token_ids: list[list[int]], params: SamplingParams) -> InferenceEngineOutput:
         """One response per prompt, in order (the prompts run concurrently in vLLM's batch)."""
@@ -71,6 +76,7 @@ class VLLMEngine:
                 params.repetition_penalty,
             )
         vllm_params = VLLMSamplingParams(**vllm_sampling_kwargs(params))
+        version = self.weight_version
         results = await asyncio.gather(*(self._generate_one(ids, vllm_params) for ids in prompt_token_ids))
         return InferenceEngineOutput(
             responses=[r.text for r in results],
@@ -79,6 +85,7 @@ class VLLMEngine:
             response_logprobs=(
                 None if params.logprobs is None else [sampled_token_logprobs(r.token_ids, r.logprobs) for r in results]
             ),
+            weight_versions=[version] * len(results),
         )
 
     async def _generate_one(self, prompt_token_ids: list[int], vllm_params):
@@ -122,20 +129,38 @@ class VLLMEngine:
     async def reset_prefix_cache(self) -> None:
         await self.llm.reset_prefix_cache()
 
-    async def load_lora_adapter(self, path: str) -> None:
-        """Serve every later request with the adapter saved (peft ``save_pretrained``) in folder `path`, replacing
-        the previous one in place (one LoRA slot, one id)."""
+    # -- weight sync (the receiving side of `skyrl_train.weight_sync`; requests arrive as their JSON form) ---------
+
+    async def init_weight_update_communicator(self, info: dict[str, Any]) -> None:
+        """Every worker joins the weight-update group (`WeightSyncInitInfo` JSON) as rank offset + its rank."""
+        await self.llm.collective_rpc("init_weight_update_communicator", args=(info,))
+
+    async def update_named_weights(self, request: dict[str, Any]) -> None:
+        """Apply a `WeightUpdateRequest` (JSON): load a LoRA adapter folder, or have every worker receive a broadcast
+        or CUDA IPC chunk and load it; then generate with (and report) its weight version, with no cached prefix
+        computed before."""
+        from skyrl_train.weight_sync import LoraLoadRequest, WeightUpdateRequest
+
+        update = WeightUpdateRequest.from_json(request)
+        if isinstance(update, LoraLoadRequest):
+            await self._load_lora_adapter(update.lora_path)
+        elif update.type in ("broadcast", "cuda_ipc"):
+            await self.llm.collective_rpc("receive_weights", args=(request,))
+        self.weight_version = update.weight_version
+        await self.llm.reset_prefix_cache()
+
+    async def destroy_weights_update_group(self) -> None:
+        await self.llm.collective_rpc("destroy_weights_update_group")
+
+    async def _load_lora_adapter(self, path: str) -> None:
+        """Serve every later request with the peft adapter in folder `path`, replacing the previous one in place
+        (one LoRA slot, one id)."""
         from vllm.lora.request import LoRARequest
 
         request = LoRARequest(LORA_NAME, LORA_ID, path, load_inplace=True)
         if not await self.llm.add_lora(request):
             raise RuntimeError(f"vLLM could not load the LoRA adapter in {path}")
         self._lora_request = request
-        await self.llm.reset_prefix_cache()
-
-    async def collective_rpc(self, method: str, *args: Any) -> list[Any]:
-        """Call `method` of the worker extension on every worker of this engine (one per tensor-parallel rank)."""
-        return await self.llm.collective_rpc(method, args=args)
 
     def shutdown(self) -> None:
         self.llm.shutdown()

@@ -10,9 +10,9 @@ LoRA anyway); `generator.engine_init_kwargs` is applied last and wins. Two argum
 
 Placement (`engine_bundles`):
 
-- colocated (``trainer.placement.colocate_all``): engine i runs in bundle i of the policy's placement group (one
-  device per bundle) and asks for `COLOCATED_SHARE` of it, like every colocated role; it sleeps while the trainer
-  runs. Tensor parallelism is then 1 (a TP engine would need one bundle per shard, i.e. vLLM's Ray executor, which
+- colocated (``trainer.placement.colocate_all``): engine i runs in the bundle of policy rank i (one device per
+  bundle; with the policy in the trainer's process, a one-device group of its own) and asks for `COLOCATED_SHARE`
+  of it, like every colocated role; it sleeps while the trainer runs. Tensor parallelism is then 1 (a TP engine would need one bundle per shard, i.e. vLLM's Ray executor, which
   is not wired in);
 - otherwise each engine has a placement group of its own with one bundle of TP devices (GPUs) and asks for all of
   it; on a CPU cluster that bundle is ``{"CPU": TP}``.
@@ -83,14 +83,10 @@ def sleep_level(lora_rank: int) -> int:
 
 @dataclass(frozen=True)
 class EngineBundle:
-    """Where one engine actor runs and what it asks of its bundle."""
+    """What one engine actor asks of its bundle."""
 
-    shared: bool
-    """True: a bundle of the policy's (colocated) placement group; False: the engine's own placement group."""
     bundle: dict[str, float]
-    """The bundle's resources (for an own group, the group's single bundle)."""
-    bundle_index: int
-    """Index of the bundle in its placement group (own group: 0; shared: the policy rank's bundle)."""
+    """The bundle's resources (one device of the policy's group when colocated; else the engine's whole group)."""
     num_gpus: float
     num_cpus: float
 
@@ -98,7 +94,7 @@ class EngineBundle:
 def engine_bundles(
     num_engines: int, tensor_parallel_size: int, *, colocated: bool, use_gpu: bool
 ) -> list[EngineBundle]:
-    """The placement of each of ``num_engines`` engines (see the module docstring).
+    """The bundle of each of ``num_engines`` engines and its share of it (see the module docstring).
 
     Raises:
         ValueError: colocated engines with tensor parallelism > 1.
@@ -111,7 +107,6 @@ def engine_bundles(
                 "supported: a colocated engine runs in one device of the policy's placement group"
             )
         bundle = {"GPU": 1.0, "CPU": 1.0} if use_gpu else {"CPU": 1.0}
-        gpus = COLOCATED_SHARE if use_gpu else 0.0
-        return [EngineBundle(True, bundle, i, gpus, COLOCATED_SHARE) for i in range(num_engines)]
+        return [EngineBundle(bundle, COLOCATED_SHARE if use_gpu else 0.0, COLOCATED_SHARE)] * num_engines
     bundle = {"GPU": float(tp), "CPU": float(tp)} if use_gpu else {"CPU": float(tp)}
-    return [EngineBundle(False, bundle, 0, bundle.get("GPU", 0.0), bundle["CPU"]) for _ in range(num_engines)]
+    return [EngineBundle(bundle, bundle.get("GPU", 0.0), bundle["CPU"])] * num_engines

@@ -82,19 +82,13 @@ def test_sleep_level_keeps_base_weights_only_with_lora():
     assert (sleep_level(0), sleep_level(16)) == (2, 1)
 
 
-def test_colocated_engines_take_a_fifth_of_the_policy_bundles_in_order():
-    assert engine_bundles(2, 1, colocated=True, use_gpu=True) == [
-        EngineBundle(True, {"GPU": 1.0, "CPU": 1.0}, 0, 0.2, 0.2),
-        EngineBundle(True, {"GPU": 1.0, "CPU": 1.0}, 1, 0.2, 0.2),
-    ]
+def test_colocated_engines_take_a_fifth_of_one_device_each():
+    assert engine_bundles(2, 1, colocated=True, use_gpu=True) == [EngineBundle({"GPU": 1.0, "CPU": 1.0}, 0.2, 0.2)] * 2
 
 
 def test_engines_on_their_own_devices_get_one_bundle_of_tp_devices_each():
-    assert (
-        engine_bundles(2, 4, colocated=False, use_gpu=True)
-        == [EngineBundle(False, {"GPU": 4.0, "CPU": 4.0}, 0, 4.0, 4.0)] * 2
-    )
-    assert engine_bundles(1, 1, colocated=False, use_gpu=False) == [EngineBundle(False, {"CPU": 1.0}, 0, 0.0, 1.0)]
+    assert engine_bundles(2, 4, colocated=False, use_gpu=True) == [EngineBundle({"GPU": 4.0, "CPU": 4.0}, 4.0, 4.0)] * 2
+    assert engine_bundles(1, 1, colocated=False, use_gpu=False) == [EngineBundle({"CPU": 1.0}, 0.0, 1.0)]
 
 
 def test_colocated_tensor_parallel_engines_are_refused():

@@ -5,8 +5,8 @@ Marked `vllm` (excluded from the default run). Needs the vLLM venv (`bash script
 
     .venv/vllm/bin/python -m pytest -m vllm skyrl-train/tests/inference_engines/vllm
 
-Tolerance: the engine runs the model in fp32, as the trainer does here; its sampled-token logprobs must equal the
-trainer's ``log_softmax(logits / T)`` within `LOGPROB_ATOL` (vLLM's CPU kernels sum in another order).
+Tolerance: the engine runs the model in fp32, as the trainer (`PolicyWorker`) does here; its sampled-token logprobs
+must equal the trainer's ``log_softmax(logits / T)`` within `LOGPROB_ATOL` (vLLM's CPU kernels sum in another order).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import pytest
 import torch
 
 from skyrl_train.config import load_config
-from skyrl_train.config.schema import LoraConfig
+from skyrl_train.config.schema import AlgorithmConfig, LoraConfig, ModelConfig, PolicyConfig
 from skyrl_train.inference_engines import SamplingParams, StopReason
 from skyrl_train.models import load_causal_lm, load_tokenizer
 from skyrl_train.models.tiny import make_tiny_causal_lm
-from skyrl_train.testing import randomize_lora_b
-from skyrl_train.workers.trainable import apply_lora
+from skyrl_train.testing import randomize_lora_b, trainer_logprobs
+from skyrl_train.workers import PolicyWorker
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
@@ -70,23 +70,34 @@ def engine_config(model_path: str, *overrides: str):
 
 
 def start_engines(cfg, tokenizer):
-    from skyrl_train.inference_engines.vllm.engine_group import create_vllm_engines
+    """The project's vLLM engines (Ray actors) behind the routing client, as `BasePPOExp.make_vllm_engines` builds
+    them."""
+    from skyrl_train.inference_engines.client import InferenceEngineClient
+    from skyrl_train.inference_engines.vllm.ray_engine import create_vllm_engines
 
-    return create_vllm_engines(cfg, tokenizer)
+    return InferenceEngineClient(create_vllm_engines(cfg, tokenizer))
 
 
 @pytest.fixture(scope="module")
 def engines(ray_cluster, model_path, tokenizer):
-    group = start_engines(engine_config(model_path), tokenizer)
-    yield group
-    asyncio.run(group.teardown())
+    client = start_engines(engine_config(model_path), tokenizer)
+    yield client
+    asyncio.run(client.teardown())
 
 
 @pytest.fixture(scope="module")
 def lora_engines(ray_cluster, model_path, tokenizer):
-    group = start_engines(engine_config(model_path, f"trainer.policy.model.lora.rank={LORA_RANK}"), tokenizer)
-    yield group
-    asyncio.run(group.teardown())
+    client = start_engines(engine_config(model_path, f"trainer.policy.model.lora.rank={LORA_RANK}"), tokenizer)
+    yield client
+    asyncio.run(client.teardown())
+
+
+def trainer(model_path: str, temperature: float, lora_rank: int = 0) -> PolicyWorker:
+    """The trainer's policy worker (fp32), whose logprobs the engine's must match."""
+    lora = LoraConfig(rank=lora_rank, alpha=2 * lora_rank)
+    return PolicyWorker(
+        PolicyConfig(model=ModelConfig(path=model_path, lora=lora)), AlgorithmConfig(), temperature=temperature
+    )
 
 
 def ids(tokenizer, text: str) -> list[int]:
@@ -97,29 +108,11 @@ def generate(group, prompts: list[list[int]], params: SamplingParams) -> dict:
     return asyncio.run(group.generate({"prompt_token_ids": prompts, "sampling_params": params}))
 
 
-def trainer_logprobs(model, prompt: list[int], response: list[int], temperature: float) -> torch.Tensor:
-    """The trainer's definition: one forward over prompt + response, log_softmax(logits / T) at the response."""
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]
-    logprobs = torch.log_softmax(logits.float() / (temperature or 1.0), dim=-1)
-    return logprobs.gather(-1, torch.tensor(response)[:, None]).squeeze(-1)
-
-
-def assert_logprobs_match(model, prompts, output, temperature):
+def assert_logprobs_match(policy: PolicyWorker, prompts, output):
     for prompt, response, logprobs in zip(prompts, output["response_ids"], output["response_logprobs"], strict=True):
-        expected = trainer_logprobs(model, prompt, response, temperature)
         assert len(logprobs) == len(response) > 0
+        expected = trainer_logprobs(policy, prompt, response)
         torch.testing.assert_close(torch.tensor(logprobs), expected, atol=LOGPROB_ATOL, rtol=0)
-
-
-class PolicyStub:
-    """What `VLLMWeightSync` reads from a policy worker: its trainable weights."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: p.detach() for name, p in self.model.named_parameters() if p.requires_grad}
 
 
 def test_greedy_token_ids_equal_transformers_generate(engines, model_path, tokenizer):
@@ -132,15 +125,15 @@ def test_greedy_token_ids_equal_transformers_generate(engines, model_path, token
         assert response == expected[0, len(prompt) :].tolist()
     assert output["stop_reasons"] == [StopReason.LENGTH] * len(PROMPTS)
     assert output["responses"] == [tokenizer.decode(r, skip_special_tokens=True) for r in output["response_ids"]]
-    assert_logprobs_match(model, prompts, output, temperature=0.0)
+    assert output["weight_versions"] == [0] * len(PROMPTS)
+    assert_logprobs_match(trainer(model_path, temperature=1.0), prompts, output)  # greedy: T = 0 counts as 1
 
 
 def test_sampled_token_logprobs_match_the_trainers_fp32_logprobs(engines, model_path, tokenizer):
-    model = load_causal_lm(model_path).eval()
     prompts = [ids(tokenizer, text) for text in PROMPTS]
     params = SamplingParams(temperature=0.7, max_generate_length=24, seed=1, additional_kwargs={"ignore_eos": True})
     output = generate(engines, prompts, params)
-    assert_logprobs_match(model, prompts, output, temperature=0.7)
+    assert_logprobs_match(trainer(model_path, temperature=0.7), prompts, output)
 
 
 def test_a_stop_string_ends_the_response_and_stays_in_its_text(engines, tokenizer):
@@ -196,53 +189,51 @@ def test_abort_returns_the_tokens_so_far_with_stop_reason_abort(engines, tokeniz
 
 
 def test_after_a_full_weight_sync_the_engine_logprobs_match_the_updated_trainer(engines, model_path, tokenizer):
-    from skyrl_train.inference_engines.vllm.weight_sync import VLLMWeightSync
+    from skyrl_train.weight_sync import WeightSyncSender
 
-    trained = load_causal_lm(model_path)
-    with torch.no_grad():
-        generator = torch.Generator().manual_seed(0)
-        for param in trained.parameters():
-            param.add_(torch.randn(param.shape, generator=generator) * 0.05)
-    trained.eval()
-    cfg = engine_config(model_path)
-    sync = VLLMWeightSync(
-        engines,
-        PolicyStub(trained),
-        lora=cfg.trainer.policy.model.lora,
-        base_model=model_path,
-        model_dtype="float32",
-        backend="gloo",
-    )
+    policy = trainer(model_path, temperature=0.7)
     prompts = [ids(tokenizer, text) for text in PROMPTS[:2]]
     params = SamplingParams(temperature=0.7, max_generate_length=16, seed=2, additional_kwargs={"ignore_eos": True})
-    before = generate(engines, prompts, params)
-    sync.sync()
-    after = generate(engines, prompts, params)
-    assert_logprobs_match(trained, prompts, after, temperature=0.7)
-    original = load_causal_lm(model_path).eval()
-    assert_logprobs_match(original, prompts, before, temperature=0.7)
-    sync.close()
+    assert_logprobs_match(policy, prompts, generate(engines, prompts, params))
+    with torch.no_grad():  # as a (large) training step would
+        generator = torch.Generator().manual_seed(0)
+        for param in policy.model.parameters():
+            param.add_(torch.randn(param.shape, generator=generator) * 0.05)
+    sender = WeightSyncSender(engines, policy, "broadcast", backend="gloo", timeout_s=120)
+
+    async def sync_and_generate():
+        await sender.sync(1)
+        output = await engines.generate({"prompt_token_ids": prompts, "sampling_params": params})
+        await sender.close()
+        return output
+
+    after = asyncio.run(sync_and_generate())
+    assert after["weight_versions"] == [1, 1]
+    assert_logprobs_match(policy, prompts, after)
 
 
 def test_after_a_lora_sync_the_engine_logprobs_match_the_trainers_adapter(
     lora_engines, model_path, tokenizer, tmp_path
 ):
-    from skyrl_train.inference_engines.vllm.weight_sync import VLLMWeightSync
+    from skyrl_train.weight_sync import WeightSyncSender
 
-    policy = apply_lora(load_causal_lm(model_path), LoraConfig(rank=LORA_RANK, alpha=16), task_type="CAUSAL_LM")
-    randomize_lora_b(policy, std=0.2)
-    policy.eval()
-    lora = LoraConfig(rank=LORA_RANK, alpha=16, lora_sync_path=str(tmp_path / "lora"))
-    sync = VLLMWeightSync(
-        lora_engines, PolicyStub(policy), lora=lora, base_model=model_path, model_dtype="float32", backend="gloo"
-    )
+    policy = trainer(model_path, temperature=0.7, lora_rank=LORA_RANK)
     prompts = [ids(tokenizer, text) for text in PROMPTS[:2]]
     params = SamplingParams(temperature=0.7, max_generate_length=16, seed=3, additional_kwargs={"ignore_eos": True})
-    base = load_causal_lm(model_path).eval()
-    assert_logprobs_match(base, prompts, generate(lora_engines, prompts, params), temperature=0.7)
-    sync.sync()
-    assert (tmp_path / "lora" / "adapter_model.safetensors").exists()
-    assert_logprobs_match(policy, prompts, generate(lora_engines, prompts, params), temperature=0.7)
+    assert_logprobs_match(policy, prompts, generate(lora_engines, prompts, params))  # a fresh adapter changes nothing
+    randomize_lora_b(policy.model, std=0.2)  # as after training
+    sender = WeightSyncSender(
+        lora_engines,
+        policy,
+        "lora",
+        lora_config=LoraConfig(rank=LORA_RANK, alpha=2 * LORA_RANK),
+        base_model_path=model_path,
+        lora_sync_path=str(tmp_path / "lora"),
+    )
+    asyncio.run(sender.sync(1))
+    after = generate(lora_engines, prompts, params)
+    assert after["weight_versions"] == [1, 1]
+    assert_logprobs_match(policy, prompts, after)
 
 
 def test_colocated_engines_are_refused_on_a_cpu_cluster_for_lack_of_sleep_mode(ray_cluster, model_path, tokenizer):
