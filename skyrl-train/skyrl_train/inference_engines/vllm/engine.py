@@ -1,4 +1,4 @@
-"""`VLLMEngine`: one vLLM ``AsyncLLM`` serving token ids, run inside a Ray actor (`actor.VLLMEngineActor`).
+"""`VLLMEngine`: one vLLM ``AsyncLLM`` serving token ids, the class of each engine Ray actor (`ray_engine`).
 
 Every request goes in as a ``TokensPrompt`` and comes back as the exact sampled ids, the text (special tokens skipped,
 ending at a matched stop string), the stop reason and, when asked, each sampled token's logprob (see `translate`).
@@ -6,7 +6,7 @@ ending at a matched stop string), the stop reason and, when asked, each sampled 
 Requests in flight can be aborted (`abort_generation`): each returns the tokens generated so far with stop reason
 "abort". A colocated engine (sleep level given) frees its memory with `sleep` and takes it back with `wake_up`;
 vLLM's CPU build has no sleep mode (`Platform.is_sleep_mode_available()` is False there), which
-`engine_actors.create_vllm_engines` refuses before any engine starts.
+`ray_engine.create_vllm_engines` refuses before any engine starts.
 
 Weights arrive as `skyrl_train.weight_sync` requests (`update_named_weights`): a LoRA adapter folder is loaded as a
 vLLM LoRA request that every later request uses; broadcast and CUDA IPC chunks are received and loaded by every
@@ -57,6 +57,8 @@ class VLLMEngine:
         self._in_flight: set[str] = set()
         self._lora_request = None
         self._warned_logprobs = False
+        self._weights_to_finish = False
+        self._finish_lock = asyncio.Lock()
         self.weight_version = 0
         """The version of the weights requests are served with (`WeightUpdateRequest.weight_version`); 0 = the
         weights the engine loaded."""
@@ -76,6 +78,7 @@ class VLLMEngine:
                 params.repetition_penalty,
             )
         vllm_params = VLLMSamplingParams(**vllm_sampling_kwargs(params))
+        await self._finish_weight_update()
         version = self.weight_version
         results = await asyncio.gather(*(self._generate_one(ids, vllm_params) for ids in prompt_token_ids))
         return InferenceEngineOutput(
@@ -146,8 +149,16 @@ class VLLMEngine:
             await self._load_lora_adapter(update.lora_path)
         elif update.type in ("broadcast", "cuda_ipc"):
             await self.llm.collective_rpc("receive_weights", args=(request,))
+            self._weights_to_finish = True  # a sync may come in several chunks; the next generation completes it
         self.weight_version = update.weight_version
         await self.llm.reset_prefix_cache()
+
+    async def _finish_weight_update(self) -> None:
+        """Have every worker process the weights received since the last generation (see `worker_extension`)."""
+        async with self._finish_lock:
+            if self._weights_to_finish:
+                await self.llm.collective_rpc("finalize_weight_reload")
+                self._weights_to_finish = False
 
     async def destroy_weights_update_group(self) -> None:
         await self.llm.collective_rpc("destroy_weights_update_group")

@@ -9,7 +9,14 @@ vLLM resolves this class by its qualified name inside its worker processes and a
 - `receive_weights`: receive a broadcast chunk (every tensor, in request order) or open a CUDA IPC chunk (GPU only,
   never run here), and load the tensors with the model's own ``load_weights``, which takes checkpoint names and
   does vLLM's fusing (q/k/v into qkv_proj, gate/up into gate_up_proj) and casts to the engine's dtype;
+- `finalize_weight_reload`: after the last chunk of a sync, before the next generation;
 - `destroy_weights_update_group`.
+
+Loading goes through vLLM's layerwise reload (``initialize_layerwise_reload`` before the first chunk of a sync,
+``finalize_layerwise_reload`` in `finalize_weight_reload`): after loading, vLLM processes weights into its
+kernels' format (on CPU, e.g., repacked linear weights that no longer carry a ``weight_loader``), so a plain
+second ``load_weights`` fails; the reload restores the checkpoint-format parameters, loads a layer once all its
+tensors have arrived (chunks may split a layer) and processes it again.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ class WeightSyncWorkerExtension:
     """Methods added to vLLM's worker class (``self`` is the worker: ``rank``, ``model_runner``)."""
 
     _skyrl_receiver = None
+    _skyrl_reloading = False
 
     def init_weight_update_communicator(self, info: dict[str, Any]) -> None:
         from skyrl_train.weight_sync import WeightReceiver, WeightSyncInitInfo
@@ -50,7 +58,26 @@ class WeightSyncWorkerExtension:
             from skyrl_train.weight_sync.cuda_ipc import receive_cuda_ipc
 
             tensors = list(receive_cuda_ipc(update))
-        self.model_runner.model.load_weights(weights=tensors)
+        from vllm.config import set_current_vllm_config
+        from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
+
+        model = self.model_runner.get_model()
+        with set_current_vllm_config(self.vllm_config):
+            if not self._skyrl_reloading:
+                initialize_layerwise_reload(model)
+                self._skyrl_reloading = True
+            model.load_weights(weights=tensors)
+
+    def finalize_weight_reload(self) -> None:
+        """Process the layers loaded since the sync began into the kernels' format (a no-op with none pending)."""
+        if not self._skyrl_reloading:
+            return
+        from vllm.config import set_current_vllm_config
+        from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
+
+        with set_current_vllm_config(self.vllm_config):
+            finalize_layerwise_reload(self.model_runner.get_model(), self.vllm_config.model_config)
+        self._skyrl_reloading = False
 
     def destroy_weights_update_group(self) -> None:
         if self._skyrl_receiver is not None:
