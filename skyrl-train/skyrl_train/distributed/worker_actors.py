@@ -65,7 +65,12 @@ class PolicyActor(_WorkerActor):
         t = trainer_config
         setup = FSDPSetup(t.policy.fsdp_config, self.device, t.bf16, "policy")
         self.worker = FSDPPolicyWorker(
-            setup, t.policy, t.algorithm, temperature=temperature, **self._common(t, num_training_steps)
+            setup,
+            t.policy,
+            t.algorithm,
+            export_dtype="bfloat16" if t.bf16 else "float32",
+            temperature=temperature,
+            **self._common(t, num_training_steps),
         )
         self.ref = RefWorker.sharing_policy(self.worker) if self.worker.uses_lora else None
 
