@@ -139,7 +139,14 @@ class FSDPTrainable(TrainableWorker):
 class FSDPPolicyWorker(PolicyWorker, FSDPTrainable):
     """``PolicyWorker`` on one FSDP2 rank. ``setup`` says how to shard; ``export_dtype`` is the dtype of HF exports
     (the training dtype, ``bfloat16`` with ``trainer.bf16``, as the single strategy exports, even where the sharded
-    weights are fp32 masters for GPU mixed precision); other arguments as ``PolicyWorker``."""
+    weights are fp32 masters for GPU mixed precision); other arguments as ``PolicyWorker``.
+
+    The update runs every row through the whole model, never a shared prompt prefix once: that takes two forward
+    passes through the same blocks in one graph (the prefix's keys/values feed the rows' pass), and FSDP frees a
+    block's gathered weights after its first backward, before the prefix's part of the graph reaches it again.
+    """
+
+    _share_prefix_in_update = False
 
     def __init__(
         self,

@@ -83,4 +83,3 @@ def _build_mesh_on_one_rank(setup: FSDPSetup) -> None:
         build_device_mesh(setup.fsdp_size, setup.device, setup.role)
     finally:
         dist.destroy_process_group()
-
