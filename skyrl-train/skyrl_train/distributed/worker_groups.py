@@ -207,13 +207,17 @@ def build_fsdp_workers(
         if "critic" in groups:
             pending += [actor.build.remote(t, num_training_steps) for actor in groups["critic"].actors]
         ray.get(pending)
+        policy = PolicyWorkerGroup(groups["policy"], uses_lora)
+        critic = CriticWorkerGroup(groups["critic"]) if "critic" in groups else None
+        for role, group in (("policy", policy), ("critic", critic)):
+            if role in storages:
+                group.use_checkpoint_storage(storages[role])
     except BaseException:  # a failed build leaves no actor alive and nothing reserved
         for group in groups.values():
             group.kill()
         remove_placement_groups(placement.placement_group for placement in reserved.values())
         raise
     logger.info("fsdp2 workers ready: %s", {role: group.world_size for role, group in groups.items()})
-    policy = PolicyWorkerGroup(groups["policy"], uses_lora)
     ref = None
     if needs_ref:
         ref = (
@@ -221,10 +225,6 @@ def build_fsdp_workers(
             if "ref" in groups
             else RefWorkerGroup(groups["policy"], "compute_ref_logprobs")
         )
-    critic = CriticWorkerGroup(groups["critic"]) if "critic" in groups else None
-    for role, group in (("policy", policy), ("critic", critic)):
-        if role in storages:
-            group.use_checkpoint_storage(storages[role])
     return policy, ref, critic
 
 
