@@ -21,8 +21,8 @@
 #
 # Bigger settings go through the same overrides and knobs: a bigger model, all servers, multi-step tasks, more steps.
 # Mind the devices: trainer.strategy=single and the hf engine run on the CPU even where GPUs exist; training on GPUs
-# needs trainer.strategy=fsdp2 (Ray, FSDP2; see skyrl-train/docs/distributed.md), and generation stays on the
-# driver's CPU until the vLLM engine exists. For example:
+# needs trainer.strategy=fsdp2 (Ray, FSDP2; see skyrl-train/docs/distributed.md), and generation on GPUs needs
+# generator.backend=vllm with vLLM's GPU build (skyrl-train/docs/vllm.md; never run on a GPU here). For example:
 #   SERVERS=market,search,python,slack COMPLEXITIES=single,multi_step,cross_server TEMPLATES= TRAIN_SIZE=4000 \
 #   bash examples/mcp/run_grpo.sh trainer.policy.model.path=Qwen/Qwen2.5-7B-Instruct trainer.bf16=true \
 #       trainer.train_batch_size=64 trainer.policy_mini_batch_size=16 generator.n_samples_per_prompt=8 \

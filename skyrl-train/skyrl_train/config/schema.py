@@ -390,7 +390,7 @@ class GeneratorConfig:
     async_engine: bool = knob(True, "Use the async engine API (needed by multi-turn agent loops).")
     batched: bool = knob(False, "Generate the whole batch in one call (single-turn only).")
     vllm_v1_disable_multiproc: bool = knob(
-        True, "Set VLLM_ENABLE_V1_MULTIPROCESSING=0 in the engine actors (vLLM's async engine core still forks)."
+        True, "Upstream sets VLLM_ENABLE_V1_MULTIPROCESSING=0 with it; vLLM's async engine ignores that variable."
     )
     enable_prefix_caching: bool = knob(
         True, "Reuse the KV of shared prompt prefixes (vLLM prefix caching; the hf engine's prefix cache)."

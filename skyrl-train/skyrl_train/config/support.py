@@ -109,6 +109,10 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "generator.enable_ray_prometheus_stats": _ENGINES,
     "generator.rope_scaling": _ENGINES,
     "generator.rope_theta": _ENGINES,
+    "generator.vllm_v1_disable_multiproc": (
+        "vLLM's async engine (AsyncLLM, the only one the engines use) runs its engine core in a child process "
+        "whatever VLLM_ENABLE_V1_MULTIPROCESSING says (vLLM 0.32 reads it only in the synchronous LLMEngine)"
+    ),
     "generator.async_engine": "the hf engine is always async (the agent loop needs it); a sync engine does not exist",
     "generator.batched": "single-call batched generation is not implemented; the agent loop batches in the engine",
     "generator.chat_template.source": "custom chat templates (the re-tokenising path) are not implemented",
@@ -185,7 +189,6 @@ VLLM_ONLY: tuple[str, ...] = tuple(
     f"generator.{key}"
     for key in (
         "model_dtype",
-        "vllm_v1_disable_multiproc",
         "enable_chunked_prefill",
         "max_num_batched_tokens",
         "enforce_eager",

@@ -398,9 +398,7 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "generator.inference_engine_data_parallel_size": ShownBy(_REMOTE_ENGINES),
     "generator.weight_sync_backend": ShownBy(_WEIGHT_SYNC_KEYS),
     "generator.weight_transfer_threshold_cuda_ipc_GB": Refused("0.5"),
-    "generator.vllm_v1_disable_multiproc": ShownBy(
-        _VLLM_CFG + "test_vllm_v1_disable_multiproc_sets_vllms_variable_in_the_engine_actors"
-    ),
+    "generator.vllm_v1_disable_multiproc": Refused("false"),
     "generator.enable_chunked_prefill": ShownBy(_ENGINE_ARGS),
     "generator.max_num_batched_tokens": ShownBy(_ENGINE_ARGS),
     "generator.enforce_eager": ShownBy(_ENGINE_ARGS),

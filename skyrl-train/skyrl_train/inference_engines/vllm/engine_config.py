@@ -25,7 +25,7 @@ from typing import Any
 
 from skyrl_train.distributed.placement import COLOCATED_SHARE
 
-__all__ = ["WORKER_EXTENSION", "EngineBundle", "engine_bundles", "engine_env", "engine_kwargs", "sleep_level"]
+__all__ = ["WORKER_EXTENSION", "EngineBundle", "engine_bundles", "engine_kwargs", "sleep_level"]
 
 WORKER_EXTENSION = "skyrl_train.inference_engines.vllm.worker_extension.WeightSyncWorkerExtension"
 """Qualified name of the class vLLM mixes into its workers (``worker_extension_cls``) for weight updates."""
@@ -68,11 +68,6 @@ def engine_kwargs(generator: Any, model_path: str, *, lora_rank: int, sleep: boo
         )
     kwargs.update(g.engine_init_kwargs)
     return kwargs
-
-
-def engine_env(generator: Any) -> dict[str, str]:
-    """Environment variables of every engine actor (set before vLLM is imported there)."""
-    return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if generator.vllm_v1_disable_multiproc else {}
 
 
 def sleep_level(lora_rank: int) -> int:

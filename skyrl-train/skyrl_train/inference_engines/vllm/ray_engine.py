@@ -20,7 +20,6 @@ from skyrl_train.inference_engines.base import (
 )
 from skyrl_train.inference_engines.vllm.engine_config import (
     engine_bundles,
-    engine_env,
     engine_kwargs,
     sleep_level,
 )
@@ -151,7 +150,6 @@ def create_vllm_engines(
             num_cpus=spec.num_cpus,
             num_gpus=spec.num_gpus,
             scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle_index),
-            runtime_env={"env_vars": engine_env(g)},
         ).remote(
             engine_kwargs(g, model_path, lora_rank=lora_rank, sleep=colocated, seed=t.seed + index),
             sleep_level(lora_rank) if colocated else None,

@@ -9,7 +9,6 @@ from skyrl_train.inference_engines.vllm.engine_config import (
     WORKER_EXTENSION,
     EngineBundle,
     engine_bundles,
-    engine_env,
     engine_kwargs,
     sleep_level,
 )
@@ -71,11 +70,6 @@ def test_engine_init_kwargs_are_applied_last():
     g = generator("+generator.engine_init_kwargs.max_model_len=512", "+generator.engine_init_kwargs.dtype=bfloat16")
     kwargs = engine_kwargs(g, "m", lora_rank=0, sleep=False, seed=0)
     assert (kwargs["max_model_len"], kwargs["dtype"]) == (512, "bfloat16")
-
-
-def test_vllm_v1_disable_multiproc_sets_vllms_variable_in_the_engine_actors():
-    assert engine_env(generator()) == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    assert engine_env(generator("generator.vllm_v1_disable_multiproc=false")) == {}
 
 
 def test_sleep_level_keeps_base_weights_only_with_lora():
