@@ -9,7 +9,8 @@ vLLM resolves this class by its qualified name inside its worker processes and a
 - `receive_weights`: receive a broadcast chunk (every tensor, in request order) or open a CUDA IPC chunk (GPU only,
   never run here), and load the tensors with the model's own ``load_weights``, which takes checkpoint names and
   does vLLM's fusing (q/k/v into qkv_proj, gate/up into gate_up_proj) and casts to the engine's dtype;
-- `finalize_weight_reload`: after the last chunk of a sync, before the next generation;
+- `finalize_weight_reload`: after the last chunk of a sync, before the next generation (tied modules, e.g. a tied
+  ``lm_head``, are processed again: the reload processes a tied parameter with its first module only);
 - `destroy_weights_update_group`.
 
 Loading goes through vLLM's layerwise reload (``initialize_layerwise_reload`` before the first chunk of a sync,
@@ -75,11 +76,29 @@ class WeightSyncWorkerExtension:
         from vllm.config import set_current_vllm_config
         from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
 
+        model = self.model_runner.get_model()
         with set_current_vllm_config(self.vllm_config):
-            finalize_layerwise_reload(self.model_runner.get_model(), self.vllm_config.model_config)
+            finalize_layerwise_reload(model, self.vllm_config.model_config)
+            _process_tied_modules_again(model)
         self._skyrl_reloading = False
 
     def destroy_weights_update_group(self) -> None:
         if self._skyrl_receiver is not None:
             self._skyrl_receiver.close()
         self._skyrl_receiver = None
+
+
+def _process_tied_modules_again(model) -> None:
+    """Process again every module that holds a parameter of a module before it (tied weights: a tied ``lm_head``).
+
+    The reload processes a tied parameter with its first module only (a limitation vLLM documents) and puts the later
+    module's tensors back untouched; on CPU that module keeps the packed GEMM weights it made from the old values, so
+    a tied ``lm_head`` would go on scoring tokens with the old embeddings.
+    """
+    seen: set[int] = set()
+    for module in model.modules():
+        params = [id(param) for param in module.parameters(recurse=False)]
+        quant_method = getattr(module, "quant_method", None)
+        if quant_method is not None and any(param in seen for param in params):
+            quant_method.process_weights_after_loading(module)
+        seen.update(params)
