@@ -131,6 +131,7 @@ def test_all_zero_loss_mask_leaves_weights_untouched(build_policy, batch, on_pol
         "policy/skipped_steps": 0,
         "policy/empty_loss_mask_skips": 1.0,
         "policy/degenerate_update": 0.0,
+        "policy/old_logprobs_from_update_forward": 0.0,
     }
     assert all(torch.equal(before[name], p) for name, p in worker.model.named_parameters())
 
