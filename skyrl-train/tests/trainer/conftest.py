@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,3 +92,39 @@ def run_one_step(tmp_path, tiny_model):  # noqa: F811
         return StepRun(metrics, captured["generated"], weights)
 
     return run
+
+
+class RolloutReplay:
+    """The same rollouts in several runs (continuous batching makes sampling depend on request timing): ``record``
+    sets rewards 1, 0, 0, 1, so that both GRPO groups of the 4 rows carry a signal (the random tiny model never
+    solves gsm8k), and keeps the output; ``replay`` puts a copy of it in place of a new output (and returns it)."""
+
+    def __init__(self):
+        self.recorded: GeneratorOutput | None = None
+
+    def record(self, output: GeneratorOutput) -> None:
+        output["rewards"] = [1.0, 0.0, 0.0, 1.0]
+        self.recorded = copy.deepcopy(output)
+
+    def replay(self, output: GeneratorOutput) -> GeneratorOutput:
+        output.clear()
+        output.update(copy.deepcopy(self.recorded))
+        return output
+
+
+@pytest.fixture
+def replay() -> RolloutReplay:
+    """A ``RolloutReplay`` for ``run_one_step(..., edit_output=replay.record / replay.replay)``."""
+    return RolloutReplay()
+
+
+@pytest.fixture
+def max_relative_difference():
+    """``max_relative_difference(a, b)``: the largest ``‖a[k] − b[k]‖ / ‖b[k]‖`` over the tensors of two weight dicts
+    with the same names."""
+
+    def difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+        assert a.keys() == b.keys()
+        return max(float((a[name] - b[name]).norm() / b[name].norm()) for name in b)
+
+    return difference
