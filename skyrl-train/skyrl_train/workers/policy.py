@@ -51,11 +51,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from skyrl_train.algorithms import PolicyLossRegistry, compute_approx_kl, compute_loss_normalizer, reduce_loss
-from skyrl_train.algorithms.off_policy import (
-    OffPolicyStats,
-    correction_factor,
-    finalize_is_ratio_std,
-)
+from skyrl_train.algorithms.off_policy import OffPolicyStats, correction_factor, finalize_is_ratio_std
 from skyrl_train.algorithms.policy_losses import LOG_RATIO_CLAMP
 from skyrl_train.models import load_causal_lm
 from skyrl_train.training_batch import TrainingInputBatch
@@ -118,9 +114,9 @@ class PolicyWorker(TrainableWorker):
         self.temperature = temperature
         self.policy_loss_fn = PolicyLossRegistry.get(algorithm_config.policy_loss_type)
         self.corrects_off_policy = algorithm_config.off_policy_correction.enabled()
+        """Whether the per-token policy loss is corrected with the rollout logprobs (``algorithms.off_policy``)."""
         self.stochastic_forward = has_active_dropout(self.model)
         """Whether the training-mode forward is random (dropout): its logprobs are then not the old policy's."""
-        """Whether the per-token policy loss is corrected with the rollout logprobs (``algorithms.off_policy``)."""
         self._old_logprobs_from_forward = False
         """Set by `ppo_train` for a batch without old logprobs (see there)."""
 
