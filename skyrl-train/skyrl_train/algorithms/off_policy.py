@@ -37,6 +37,12 @@ mask drops still counts in the TIS and sequence-mask statistics); "rows" are row
 
 ``OffPolicyStats`` keeps them as sums over tokens and rows plus the counts, so micro-batches and data-parallel
 ranks add up to the exact mini-batch values.
+
+Where this differs from upstream SkyRL (same keys, rules and metric names): the correction is applied by the policy
+worker to whatever policy loss is configured, custom ones included (upstream calls it inside each built-in loss);
+a batch without rollout logprobs is refused while a rule is on (upstream skips the correction without a word); the
+ratio statistics are over loss tokens only (upstream's ``is_ratio_min`` / ``_max`` / ``_std`` also count padding as
+zeros), and the later rules' fractions are not restricted to rows the outlier mask kept.
 """
 
 from __future__ import annotations
