@@ -12,8 +12,9 @@ with the main job's micro-batch sizes. Per step, alternating:
 - from the update: ``ppo_train`` on the batch without old logprobs (what ``PPOTrainer`` does for one mini-batch and
   one epoch).
 
-The first round warms up and is not counted; medians of ``--steps`` rounds are printed, with the machine's load
-average (the numbers move with other work on the machine).
+The first round warms up and is not counted; medians of ``--steps`` rounds are printed as wall time and as CPU time
+of this process (``time.process_time``, all its threads), with the machine's load average: on a shared machine the
+wall time moves with other work, the CPU time much less.
 """
 
 from __future__ import annotations
@@ -49,18 +50,30 @@ def make_batch(args: argparse.Namespace, vocab: int) -> TrainingInputBatch:
     return batch
 
 
-def step(policy: PolicyWorker, batch: TrainingInputBatch, separate: bool, args) -> tuple[float, float]:
-    """One update; returns (old-logprob forward seconds, ppo_train seconds)."""
+class Clock:
+    """Wall and CPU seconds since the last ``lap``."""
+
+    def __init__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def lap(self) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        elapsed = (wall - self.wall, cpu - self.cpu)
+        self.wall, self.cpu = wall, cpu
+        return elapsed
+
+
+def step(policy: PolicyWorker, batch: TrainingInputBatch, separate: bool, args) -> dict[str, tuple[float, float]]:
+    """One update; returns the (wall, CPU) seconds of the old-logprob forward and of ppo_train."""
     step_batch = batch.select(["sequences", "attention_mask", "response_mask", "loss_mask", "advantages"])
-    forward = 0.0
+    clock = Clock()
+    forward = (0.0, 0.0)
     if separate:
-        start = time.perf_counter()
         step_batch["action_log_probs"] = policy.compute_logprobs(step_batch, args.micro_forward)
-        forward = time.perf_counter() - start
-    start = time.perf_counter()
+        forward = clock.lap()
     metrics = policy.ppo_train(step_batch, step_batch.batch_size, args.micro_train)
     assert metrics["policy/old_logprobs_from_update_forward"] == float(not separate)
-    return forward, time.perf_counter() - start
+    return {"forward": forward, "ppo_train": clock.lap()}
 
 
 def main() -> None:
@@ -87,7 +100,7 @@ def main() -> None:
         AlgorithmConfig(use_kl_loss=False),
     )
     batch = make_batch(args, policy.model.config.vocab_size)
-    timings: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    timings: dict[bool, list[dict[str, tuple[float, float]]]] = {True: [], False: []}
     for round_ in range(args.steps + 1):
         for separate in (True, False):
             result = step(policy, batch, separate, args)
@@ -101,17 +114,19 @@ def main() -> None:
         f"{args.micro_forward} (forward) / {args.micro_train} (train), torch threads {torch.get_num_threads()}, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
-    totals = {}
-    for separate, label in ((True, "separate old-logprob forward"), (False, "old logprobs from the update")):
-        forward = statistics.median(f for f, _ in timings[separate])
-        update = statistics.median(u for _, u in timings[separate])
-        totals[separate] = statistics.median(f + u for f, u in timings[separate])
-        print(
-            f"{label:30s}: forward {forward:6.2f} s + ppo_train {update:6.2f} s = {totals[separate]:6.2f} s "
-            f"(median of {args.steps})"
-        )
-    saved = totals[True] - totals[False]
-    print(f"saved per step: {saved:.2f} s ({100 * saved / totals[True]:.0f}% of the forward + update time)")
+    for clock, kind in ((0, "wall"), (1, "CPU")):
+        totals = {}
+        for separate, label in ((True, "separate old-logprob forward"), (False, "old logprobs from the update")):
+            runs = timings[separate]
+            forward = statistics.median(run["forward"][clock] for run in runs)
+            update = statistics.median(run["ppo_train"][clock] for run in runs)
+            totals[separate] = statistics.median(run["forward"][clock] + run["ppo_train"][clock] for run in runs)
+            print(
+                f"{kind:4s} {label:30s}: forward {forward:7.2f} s + ppo_train {update:7.2f} s = "
+                f"{totals[separate]:7.2f} s (median of {args.steps})"
+            )
+        saved = totals[True] - totals[False]
+        print(f"{kind:4s} saved per step: {saved:.2f} s ({100 * saved / totals[True]:.0f}% of the forward + update)")
 
 
 if __name__ == "__main__":
