@@ -87,6 +87,8 @@ class PolicyWorker(TrainableWorker):
 
     metric_prefix = "policy/"
     lr_metric = "policy_lr"
+    _share_prefix_in_update = True
+    """Whether the update's forward computes a prompt prefix its micro-batch rows share once (see ``forward``)."""
 
     def __init__(
         self,
@@ -147,6 +149,7 @@ class PolicyWorker(TrainableWorker):
             self.temperature,
             with_entropy=True,
             entropy_grad=algo.use_entropy_loss,
+            share_prefix=self._share_prefix_in_update,
         )
         old_logprobs = micro_batch["action_log_probs"]
         if self._old_logprobs_from_forward:
