@@ -12,7 +12,7 @@ from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.config import load_config
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.generators.base import GeneratorOutput
-from skyrl_train.testing import tiny_model  # noqa: F401
+from skyrl_train.testing import TINY_RUN_OVERRIDES, tiny_model  # noqa: F401
 from skyrl_train.testing_s3 import s3_bucket, s3_server  # noqa: F401
 
 
@@ -42,16 +42,14 @@ def run_one_step(tmp_path, tiny_model):  # noqa: F811
             [
                 f"data.train_data=[{tmp_path / 'data' / 'train.parquet'}]",
                 f"trainer.policy.model.path={tiny_model}",
-                "trainer.train_batch_size=2",
+                *TINY_RUN_OVERRIDES,
+                "trainer.train_batch_size=2",  # 2 prompts x 2 samples in one mini-batch, 2 rows per micro-batch
                 "trainer.policy_mini_batch_size=2",
                 "trainer.micro_train_batch_size_per_gpu=2",
                 "trainer.micro_forward_batch_size_per_gpu=2",
-                "trainer.policy.optimizer_config.lr=1e-3",
-                "generator.n_samples_per_prompt=2",
                 "generator.sampling_params.max_generate_length=8",
+                "trainer.policy.optimizer_config.lr=1e-3",
                 "trainer.max_prompt_length=1024",
-                "trainer.bf16=false",
-                "trainer.gradient_checkpointing=false",
                 "trainer.algorithm.use_kl_loss=false",
                 "trainer.eval_interval=-1",
                 "trainer.ckpt_interval=-1",
