@@ -36,6 +36,7 @@ from skyrl_train.training_batch import TrainingInputBatch
 
 __all__ = [
     "effective_temperature",
+    "has_active_dropout",
     "eval_mode",
     "position_ids_from_attention_mask",
     "response_logprobs",
@@ -176,6 +177,19 @@ def shared_prefix_length(seqs: torch.Tensor, mask: torch.Tensor, end: int) -> in
 
 _MIN_SHARED_PREFIX = 32
 """Shortest shared prefix (tokens) worth a forward pass of its own."""
+
+
+def has_active_dropout(model: nn.Module) -> bool:
+    """Whether ``model``'s training-mode forward is random: a dropout module with ``p > 0`` (peft's LoRA dropout) or
+    a dropout probability > 0 in its config (transformers applies attention dropout without a module)."""
+    if any(isinstance(module, nn.Dropout) and module.p > 0 for module in model.modules()):
+        return True
+    config = getattr(model, "config", None)
+    settings = config.to_dict() if config is not None else {}
+    return any(
+        ("dropout" in key or "pdrop" in key) and type(value) in (int, float) and value > 0
+        for key, value in settings.items()
+    )
 
 
 @contextmanager
