@@ -40,29 +40,29 @@ source "$repo_root/examples/cpu_lora_grpo.sh"
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"
 TRAIN_SIZE="${TRAIN_SIZE:-64}"
-VAL_SIZE="${VAL_SIZE:-32}"
+VAL_SIZE="${VAL_SIZE:-64}"
 SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single}"
-TEMPLATES="${TEMPLATES-close_price}"
+TEMPLATES="${TEMPLATES-close_price,crypto_close_by_name,revenue,eps}"
 
 if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
     "$python" -m skyrl_integrations.datasets.rule_based --output-dir "$DATA" --train-size "$TRAIN_SIZE" \
         --val-size "$VAL_SIZE" --servers "$SERVERS" --complexities "$COMPLEXITIES" \
-        ${TEMPLATES:+--templates "$TEMPLATES"} --seed 0
+        ${TEMPLATES:+--templates "$TEMPLATES" --balance-templates} --seed 0
     "$python" -m skyrl_integrations.datasets.validate "$DATA/train.parquet" "$DATA/validation.parquet"
 fi
 
 "$python" -m skyrl_train.entrypoints.main_base "${CPU_LORA_GRPO_OVERRIDES[@]}" \
     data.train_data="[$DATA/train.parquet]" \
     data.val_data="[$DATA/validation.parquet]" \
+    data.balance_by=data_source \
     environment.env_class=mcp_tool \
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
-    trainer.policy.optimizer_config.lr=1e-4 \
     trainer.eval_batch_size=64 \
-    trainer.eval_interval=16 \
-    trainer.max_prompt_length=640 \
-    generator.max_input_length=1024 \
+    trainer.eval_interval=8 \
+    trainer.max_prompt_length=768 \
+    generator.max_input_length=1152 \
     "${CPU_TOOL_CALL_OVERRIDES[@]}" \
     trainer.ckpt_interval=8 \
     trainer.ckpt_path="$OUT/ckpts" \

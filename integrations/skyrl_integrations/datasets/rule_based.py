@@ -62,6 +62,8 @@ FREE_TEXT_ARGUMENTS: dict[tuple[str, str], frozenset[str]] = {
 """Arguments left out of a row's ``params``: the model's own wording of them is as good as ours."""
 EXTRA_TOOL_BUDGET = 3
 """``limits.max_tools`` = steps + this: room for a lookup or a retry with another tool before the reward is capped."""
+EXTRA_TURNS = 1
+"""``max_turns`` = a turn per step, one to answer, and this many more: room for a look-up or a corrected call."""
 MAX_ATTEMPTS_PER_TASK = 40
 
 
@@ -200,13 +202,17 @@ for _name, (_key, _question) in _STOCK_FIELDS.items():
     _stock_field_template(_name, _key, _question)
 
 
-@_template("crypto_close", "single", "market")
-def _crypto_close(rng: random.Random, u: Universe) -> Draft:
-    pair = rng.choice(sorted(u.market.crypto_pairs.values(), key=lambda p: p.symbol))
-    day = rng.choice(u.crypto_days)
-    call = Call("market", "get_crypto_price", {"symbol": pair.symbol, "date": day})
-    question = f"What was the closing price of {pair.name} ({pair.symbol}) on {day}?"
-    return Draft(question, (call,), lambda out: _number(out[0]["close"]))
+def _crypto_close_template(name: str, question: str) -> None:
+    @_template(name, "single", "market")
+    def make(rng: random.Random, u: Universe) -> Draft:
+        pair = rng.choice(sorted(u.market.crypto_pairs.values(), key=lambda p: p.symbol))
+        day = rng.choice(u.crypto_days)
+        call = Call("market", "get_crypto_price", {"symbol": pair.symbol, "date": day})
+        return Draft(question.format(n=pair.name, s=pair.symbol, d=day), (call,), lambda out: _number(out[0]["close"]))
+
+
+_crypto_close_template("crypto_close", "What was the closing price of {n} ({s}) on {d}?")
+_crypto_close_template("crypto_close_by_name", "What was the closing price of {n} on {d}?")  # the symbol is the agent's
 
 
 @_template("employees", "single", "market")
@@ -756,6 +762,7 @@ def generate_tasks(
                     tools=offered,
                     max_servers=len({step.server for step in ran.steps}),
                     max_tools=len(ran.steps) + EXTRA_TOOL_BUDGET,
+                    max_turns=len(ran.steps) + 1 + EXTRA_TURNS,
                     split=split,
                     data_source=f"{DATA_SOURCE_PREFIX}{ran.steps[0].server}/{template.name}",
                     extra={"template": template.name, "generator": "rule_based"},

@@ -29,10 +29,10 @@ def market_tasks():
 
 def test_default_tasks_are_single_market_questions_with_answers_from_the_server(market_tasks):
     assert [(t.split, t.user_prompt, t.expected_answer) for t in market_tasks] == [
-        ("train", "What was the highest closing price of QBTL between 2024-01-17 and 2024-01-23?", "17.22"),
-        ("train", "Which sector is TRLX in?", "Basic Materials"),
-        ("train", "What was the highest closing price of MSFT between 2024-06-27 and 2024-07-03?", "334.59"),
-        ("validation", "What was the closing price of Dogecoin (DOGEUSD) on 2024-02-18?", "0.1143"),
+        ("train", "What was the closing price of Microsoft Corporation stock on 2024-05-30?", "323.52"),
+        ("train", "How many employees does The Coca-Cola Company have?", "79100"),
+        ("train", "What was GOOGL's earnings per share (EPS) in FY2024?", "6.29"),
+        ("validation", "What was QBTL's earnings per share (EPS) in 2023-Q1?", "-0.16"),
     ]
 
 
@@ -50,21 +50,21 @@ def test_rows_follow_the_dataset_contract(market_tasks):
     row = market_tasks[3].to_row()
     validate_row(row)
     assert row == {
-        "data_source": "mcp/market/crypto_close",
+        "data_source": "mcp/market/eps",
         "prompt": [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": "What was the closing price of Dogecoin (DOGEUSD) on 2024-02-18?"},
+            {"role": "user", "content": "What was QBTL's earnings per share (EPS) in 2023-Q1?"},
         ],
         "env_class": "mcp_tool",
         "reward_spec": {
             "method": "rule",
             "ground_truth": {
-                "task_id": "market-crypto_close-8b25293d84",
+                "task_id": "market-eps-7d09a5cdae",
                 "complexity": "single",
-                "max_turns": 2,
+                "max_turns": 3,  # a call, an answer, and a turn for a look-up or a corrected call
                 "success": {
                     "must_call_tool": True,
-                    "expected_answer": "0.1143",
+                    "expected_answer": "-0.16",
                     "answer_match": "numeric",
                     "tolerance": 0.001,
                 },
@@ -72,15 +72,15 @@ def test_rows_follow_the_dataset_contract(market_tasks):
                     {
                         "step": 1,
                         "server": "market",
-                        "tool": "get_crypto_price",
-                        "params": {"symbol": "DOGEUSD", "date": "2024-02-18"},
+                        "tool": "get_financials",
+                        "params": {"ticker": "QBTL", "period": "2023-Q1"},
                     }
                 ],
                 "limits": {"max_servers": 1, "max_tools": 4},
             },
         },
         "extra_info": {
-            "template": "crypto_close",
+            "template": "eps",
             "generator": "rule_based",
             "servers": ["market"],
             "tools": MARKET_TOOLS,  # every tool of the servers in use: choosing one is the agent's job
@@ -94,10 +94,10 @@ def test_expected_answer_is_what_replaying_the_tool_sequence_returns(market_task
     group = MCPToolGroup(MCPServerSpec.bundled("market"))
     step = market_tasks[3].tool_sequence[0]
     result = json.loads(group.call_tool(step.tool, step.params).text)
-    assert str(result["close"]) == market_tasks[3].expected_answer
+    assert str(result["eps"]) == market_tasks[3].expected_answer
 
 
-@pytest.mark.parametrize("reply", ["$0.1143", "0.1143 USD", "It closed at 0.1143."])
+@pytest.mark.parametrize("reply", ["-0.16", "-0.16 USD", "The EPS was -0.16."])
 def test_numeric_answers_match_common_formattings(market_tasks, reply):
     truth = GroundTruth.parse(market_tasks[3].to_row()["reward_spec"]["ground_truth"])
     assert answer_matches(truth, reply)

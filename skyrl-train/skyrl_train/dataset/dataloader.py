@@ -75,7 +75,9 @@ class PromptDataLoader:
         members: dict[Hashable, list[int]] = {}
         for index, label in enumerate(self.groups):
             members.setdefault(label, []).append(index)
-        shuffled = [[rows[i] for i in torch.randperm(len(rows), generator=generator).tolist()] for rows in members.values()]
+        shuffled = [
+            [rows[i] for i in torch.randperm(len(rows), generator=generator).tolist()] for rows in members.values()
+        ]
         order = []
         for round_ in range(max(map(len, shuffled))):
             for group in torch.randperm(len(shuffled), generator=generator).tolist():
