@@ -60,6 +60,7 @@ fi
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
     trainer.eval_batch_size=64 \
+    trainer.micro_train_batch_size_per_gpu=4 \
     trainer.eval_interval=8 \
     trainer.max_prompt_length=768 \
     generator.max_input_length=1152 \
@@ -71,5 +72,6 @@ fi
     trainer.run_name=grpo_smollm2_lora_market \
     "$@"
 
-echo "report: $OUT/exports/report/summary.md"
-echo "trajectories: $repo_root/.venv/bin/skyrl-analyze-evals $OUT/exports --html $OUT/exports/report/evals.html"
+"$repo_root/.venv/bin/skyrl-analyze-evals" "$OUT/exports" --html "$OUT/exports/report/evals.html"
+echo "report: $OUT/exports/report/summary.md (eval per template before/after and over training, plots)"
+echo "trajectories: $OUT/exports/report/evals.html (per template and step, failure categories with examples)"
