@@ -2,14 +2,16 @@
 # Main job: GRPO on MCP tool-use tasks. The agent answers questions about market data by calling the bundled
 # offline market-data MCP server (a real process spoken to over MCP stdio), then giving the final answer.
 #
-# CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA, closing-price tasks, two worked
-# demonstrations in the prompt (a 135M model almost never emits a tool call without them; they show a closing price
-# and a volume, and the untrained model mostly answers with the last number of the tool result, the volume), graded
-# reward (format, tool, arguments, answer: see skyrl_integrations/mcp/scoring.py), 16 GRPO steps of 4 tasks x 4
-# samples. It evaluates greedily on 32 held-out tasks before and after training (~17 min in all on 2 CPU cores)
-# and writes a report:
-#   $OUT/exports/report/summary.md              eval success / reward before vs after, plots
-#   skyrl-analyze-evals $OUT/exports --step 0 --step 16   per-env table, failure categories, HTML report
+# CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA; four question templates over three
+# tools of the market server (closing price of a stock, closing price of a coin named without its symbol, revenue,
+# EPS), balanced in train (64) and held-out eval (64) and in every training batch (one group per template); every
+# prompt lists all six market tools; two worked demonstrations on tools no template uses (a 135M model almost never
+# emits a tool call without them); graded reward (format, tool, arguments, answer: see
+# skyrl_integrations/mcp/scoring.py) whose answer check no other field of the tool output passes; 16 GRPO steps of
+# 4 tasks x 4 samples. It evaluates greedily on the 64 held-out tasks before training and at steps 8 and 16 (42 min
+# measured on 2 shared CPU cores; README gives the figures) and writes a report:
+#   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
+#   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories
 #
 #   bash examples/mcp/run_grpo.sh                           # CPU defaults
 #   bash examples/mcp/run_grpo.sh trainer.epochs=2 ...      # any extra argument is a config override
