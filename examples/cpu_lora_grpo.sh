@@ -32,3 +32,14 @@ CPU_TOOL_CALL_OVERRIDES=(
     "generator.sampling_params.stop=['</tool_call>']"
     "generator.eval_sampling_params.stop=['</tool_call>']"
 )
+
+# Sourced by examples that run with ENGINE=vllm: the vLLM engine on vLLM's CPU build (skyrl-train/docs/vllm.md). Not
+# colocated (the CPU build has no sleep mode), fp32 like the trainer, and an explicit KV-cache size (on the CPU build
+# gpu_memory_utilization is a fraction of the machine's RAM).
+CPU_VLLM_OVERRIDES=(
+    generator.backend=vllm
+    trainer.placement.colocate_all=false
+    generator.model_dtype=float32
+    +generator.engine_init_kwargs.kv_cache_memory_bytes=1073741824
+    +generator.engine_init_kwargs.max_model_len=4096
+)

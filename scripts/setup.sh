@@ -8,6 +8,8 @@
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/venv.sh
+source "$repo_root/scripts/lib/venv.sh"
 venv="$repo_root/.venv"
 torch_spec="${SKYRL_TORCH_SPEC:-torch==2.13.0}"
 stamp_file="$venv/.skyrl-setup-stamp"
@@ -16,20 +18,17 @@ stamp() {
     (
         cd "$repo_root"
         echo "$torch_spec"
-        cat scripts/setup.sh requirements-dev.txt skyrl-gym/pyproject.toml skyrl-train/pyproject.toml \
-            integrations/pyproject.toml
+        cat scripts/setup.sh scripts/lib/venv.sh requirements-dev.txt skyrl-gym/pyproject.toml \
+            skyrl-train/pyproject.toml integrations/pyproject.toml
     ) | sha256sum | cut -d' ' -f1
 }
 
 wanted="$(stamp)"
-if [[ -x "$venv/bin/python" && -f "$stamp_file" && "$(cat "$stamp_file")" == "$wanted" ]]; then
+if venv_up_to_date "$venv" "$stamp_file" "$wanted"; then
     exit 0
 fi
 
-python_bin="${SKYRL_PYTHON:-}"
-if [[ -z "$python_bin" ]]; then
-    if command -v python3.11 >/dev/null 2>&1; then python_bin=python3.11; else python_bin=python3; fi
-fi
+python_bin="$(base_python)"
 if ! "$python_bin" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
     echo "setup: $python_bin is $("$python_bin" --version 2>&1); Python >= 3.11 is required (set SKYRL_PYTHON)." >&2
     exit 1

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_train.config import ConfigError, load_config
+from skyrl_train.config import load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "scripts" / "cluster"))
@@ -219,14 +219,18 @@ def test_tau_bench_run_passes_overrides_the_config_and_the_env_accept(tmp_path):
     assert (tmp_path / "data" / "tau_bench" / "retail" / "train.jsonl").stat().st_size > 0
 
 
+@pytest.mark.parametrize("backend, colocated, engines", [("hf", False, 1), ("vllm", True, 16)])
 @pytest.mark.parametrize("name", ["gsm8k", "tau_bench"])
-def test_training_tasks_with_fsdp2_on_two_nodes_pass_overrides_the_config_accepts(tmp_path, name):
+def test_training_tasks_with_fsdp2_on_two_nodes_pass_overrides_the_config_accepts(
+    tmp_path, name, backend, colocated, engines
+):
     """No reference model of their own (no KL term / LoRA), so no ref placement: the config would refuse it."""
     job = _job_command(
         name,
         tmp_path,
         SKYPILOT_NODE_RANK="1",  # rank 1: no data generation; the dry run prints rank 0's job
         STRATEGY="fsdp2",
+        INFERENCE_BACKEND=backend,
         USER_BASE_URL="http://10.0.0.9:8000/v1",
         USER_MODEL="user-llm",
     )
@@ -234,27 +238,27 @@ def test_training_tasks_with_fsdp2_on_two_nodes_pass_overrides_the_config_accept
     cfg = load_config(job["command"][3:] + job["overrides"])
     placement = cfg.trainer.placement
     assert (cfg.trainer.strategy, placement.policy_num_nodes, placement.policy_num_gpus_per_node) == ("fsdp2", 2, 8)
+    assert (cfg.generator.backend, placement.colocate_all, cfg.generator.num_inference_engines) == (
+        backend,
+        colocated,
+        engines,
+    )
     # each node's own disk: with S3_CHECKPOINT_BUCKET (test_training_tasks_declare_the_run_envs) every node's
     # checkpoint shards go through S3
     assert cfg.trainer.ckpt_path == f"{tmp_path}/run-1/ckpts"
 
 
-def test_grpo_run_is_refused_only_for_the_features_not_built_yet(tmp_path):
+def test_grpo_run_passes_overrides_the_config_accepts_with_colocated_vllm_engines(tmp_path):
     # rank 1 skips the dataset check of /data/skyrl (mounted from S3 on a cluster); the dry run prints rank 0's job.
     job = _job_command("grpo", tmp_path, SKYPILOT_NODE_RANK="1", EXTRA_OVERRIDES="trainer.epochs=2")
-    assert "trainer.placement.policy_num_nodes=2" in job["overrides"]
-    assert "trainer.placement.ref_num_nodes=2" in job["overrides"]  # full fine-tuning with a KL term: a ref model
-    assert "generator.num_inference_engines=16" in job["overrides"]
     assert job["command"][-1] == "trainer.epochs=2"
-    with pytest.raises(ConfigError) as refused:
-        load_config(job["command"][3:] + job["overrides"])
-    problems = [line.strip() for line in str(refused.value).splitlines() if line.strip().startswith("- ")]
-    refused_keys = [p.removeprefix("- ").split("=")[0] for p in problems]
-    assert "generator.backend" in refused_keys, problems
-    # Every refusal is one of the two unbuilt features (fsdp2 on Ray, vLLM), never a key the config does not know.
-    # (fsdp2 is being built: once the config accepts it, only the vLLM lines remain.)
-    unbuilt = ("multi-process training (trainer.strategy=fsdp2 on Ray)", "vLLM and remote engines")
-    assert all("is not implemented in this fork" in p and any(f in p for f in unbuilt) for p in problems), problems
+    cfg = load_config(job["command"][3:] + job["overrides"])
+    g, placement = cfg.generator, cfg.trainer.placement
+    assert (cfg.trainer.strategy, g.backend, placement.colocate_all) == ("fsdp2", "vllm", True)
+    assert (placement.policy_num_nodes, placement.policy_num_gpus_per_node) == (2, 8)
+    assert (placement.ref_num_nodes, placement.ref_num_gpus_per_node) == (2, 8)  # full fine-tuning with a KL term
+    assert (g.num_inference_engines, g.inference_engine_tensor_parallel_size) == (16, 1)
+    assert (g.gpu_memory_utilization, cfg.trainer.epochs) == (0.7, 2)
 
 
 # --- bootstrap arithmetic -----------------------------------------------------------------------------------------

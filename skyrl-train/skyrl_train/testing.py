@@ -62,6 +62,22 @@ def randomize_lora_b(model: torch.nn.Module, std: float = 0.02, seed: int = 0) -
     return len(matrices)
 
 
+def trainer_logprobs(policy, prompt: list[int], response: list[int]) -> torch.Tensor:
+    """What the trainer recomputes for one rollout: ``policy.compute_logprobs`` (a `PolicyWorker`) of `response`
+    after `prompt`, ``[len(response)]``."""
+    from skyrl_train.training_batch import TrainingInputBatch
+
+    ids = torch.tensor([prompt + response])
+    batch = TrainingInputBatch(
+        {
+            "sequences": ids,
+            "attention_mask": torch.ones_like(ids),
+            "response_mask": torch.ones((1, len(response)), dtype=torch.long),
+        }
+    )
+    return policy.compute_logprobs(batch, micro_batch_size=1)[0]
+
+
 @contextlib.asynccontextmanager
 async def served_model(model_path: str, tokenizer, name: str = "tiny"):
     """A server over its own engine and model, as ``python -m skyrl_train.serve`` runs it (OpenAI and control

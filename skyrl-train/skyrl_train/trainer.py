@@ -346,6 +346,7 @@ class PPOTrainer:
         if folder.name != step_dir_name(self.global_step):
             logger.warning("%s holds trainer state of step %d", folder, self.global_step)
         self.policy.load_checkpoint(folder / "policy")
+        self.sync_weights()  # engines holding their own weights must generate with the resumed ones
         if self.critic is not None:
             self.critic.load_checkpoint(folder / "critic")
         if self.kl_controller is not None and "kl_coef" in state:

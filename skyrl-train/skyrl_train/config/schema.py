@@ -100,7 +100,9 @@ class DataConfig:
 
 @dataclass
 class PlacementConfig:
-    colocate_all: bool = knob(True, "Put policy, ref, critic and local inference engines on the same devices.")
+    colocate_all: bool = knob(
+        True, "Put policy, ref, critic and local vLLM engines on the same devices (engines sleep while training)."
+    )
     colocate_policy_ref: bool = knob(True, "Put the policy and ref models on the same devices.")
     policy_num_nodes: int = knob(1, "Nodes for policy workers.")
     policy_num_gpus_per_node: int = knob(1, "Policy workers per node (one per GPU; on CPU, one per process).")
@@ -384,11 +386,14 @@ class GeneratorConfig:
         "The `model` name requests to remote engines carry (their served model name); defaults to the policy path.",
     )
     model_dtype: str = knob(
-        "bfloat16", "vLLM engine weight dtype (the hf engine generates with the policy's own weights and dtype)."
+        "bfloat16",
+        "vLLM engine weight dtype; full-weight syncs are cast to it (the hf engine uses the policy's own weights).",
     )
     run_engines_locally: bool = knob(True, "Start engines in this job; false = use remote_inference_engine_urls.")
     num_inference_engines: int = knob(1, "Number of inference engines (local, or one per remote URL).")
-    backend: str = knob("hf", "Local engine: 'hf' (transformers, CPU or GPU) or 'vllm'.")
+    backend: str = knob(
+        "hf", "Local engine: 'hf' (transformers, in this process, on the policy's weights) or 'vllm' (Ray actors)."
+    )
     weight_sync_backend: str = knob(
         "nccl",
         "Backend of the trainer-to-engine weight broadcast: nccl (GPU) or gloo (CPU); the local hf engine shares "
@@ -401,7 +406,9 @@ class GeneratorConfig:
     inference_engine_data_parallel_size: int = knob(1, "Data parallelism inside each engine.")
     async_engine: bool = knob(True, "Use the async engine API (needed by multi-turn agent loops).")
     batched: bool = knob(False, "Generate the whole batch in one call (single-turn only).")
-    vllm_v1_disable_multiproc: bool = knob(True, "Set VLLM_ENABLE_V1_MULTIPROCESSING=0.")
+    vllm_v1_disable_multiproc: bool = knob(
+        True, "Upstream sets VLLM_ENABLE_V1_MULTIPROCESSING=0 with it; vLLM's async engine ignores that variable."
+    )
     enable_prefix_caching: bool = knob(
         True, "Reuse the KV of shared prompt prefixes (vLLM prefix caching; the hf engine's prefix cache)."
     )
@@ -410,10 +417,14 @@ class GeneratorConfig:
     enforce_eager: bool = knob(True, "vLLM: disable CUDA graphs.")
     fully_sharded_loras: bool = knob(False, "vLLM fully_sharded_loras.")
     enable_ray_prometheus_stats: bool = knob(False, "Export vLLM stats through Ray's Prometheus metrics.")
-    gpu_memory_utilization: float = knob(0.8, "vLLM fraction of GPU memory for weights and KV cache.")
+    gpu_memory_utilization: float = knob(
+        0.8, "vLLM fraction of GPU memory for weights and KV cache (vLLM's CPU build: of RAM; see docs/vllm.md)."
+    )
     max_num_seqs: int = knob(1024, "Max concurrent sequences per engine.")
     remote_inference_engine_urls: list[str] = knob(["127.0.0.1:8001"], "host:port of remote engines.")
-    engine_init_kwargs: dict[str, Any] = knob({}, "Extra kwargs passed to the engine constructor.")
+    engine_init_kwargs: dict[str, Any] = knob(
+        {}, "Extra vLLM AsyncEngineArgs, applied last (e.g. max_model_len, kv_cache_memory_bytes)."
+    )
     override_existing_update_group: str = knob(
         "auto", "Re-create a remote engine's weight-update group: auto, enable or disable."
     )

@@ -9,7 +9,7 @@ Implementing a key = deleting its entry here and pointing its row in `tests/conf
 test that shows its effect.
 
 The open blocks follow the same rule: keys of `generator.sampling_params` / `eval_sampling_params` beyond the
-declared ones go to the inference engine unchanged, so only those the (only) hf engine reads are accepted
+declared ones go to the inference engine unchanged, so only those the configured backend reads are accepted
 (`ENGINE_EXTRA_SAMPLING_KEYS`); per-env blocks of `environment.skyrl_gym` are passed whole to the env named by
 the block, which owns its keys.
 """
@@ -22,10 +22,14 @@ from collections.abc import Callable
 from typing import Any
 
 from skyrl_train.config.schema import SkyRLConfig
+from skyrl_train.inference_engines.vllm.translate import VLLM_EXTRA_SAMPLING_KEYS
 
 __all__ = [
     "NOT_IMPLEMENTED",
     "FSDP2_ONLY",
+    "VLLM_ONLY",
+    "VLLM_LORA_ONLY",
+    "uses_vllm",
     "CRITIC_ONLY",
     "SEPARATE_REF_ONLY",
     "KL_IN_REWARD_ONLY",
@@ -49,8 +53,9 @@ _CPU_OFFLOAD = (
     "FSDP2 CPU offload only applies to GPU ranks, and no test here runs on a GPU, so it is not offered unverified"
 )
 _ENGINES = (
-    "the engines that run are the local hf engine (generating with the policy's own weights) and remote servers; "
-    "the vLLM engine is not implemented yet"
+    "the engines that run are the local hf engine (the policy's own weights), local vLLM engines (tensor "
+    "parallelism only) and remote servers; expert parallelism, Ray Prometheus stats and engine-side RoPE overrides "
+    "are not implemented"
 )
 _NO_LOSS = "no built-in policy loss reads it ({} is not implemented); register a custom policy loss instead"
 
@@ -86,28 +91,24 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.algorithm.cispo.cispo_eps_clip_low": _NO_LOSS.format("the cispo loss"),
     "trainer.algorithm.cispo.cispo_eps_clip_high": _NO_LOSS.format("the cispo loss"),
     # --- inference engines
-    "generator.backend": _ENGINES,
-    "generator.model_dtype": _ENGINES,
     "generator.inference_engine_expert_parallel_size": _ENGINES,
     "generator.weight_transfer_threshold_cuda_ipc_GB": _ENGINES,
-    "generator.vllm_v1_disable_multiproc": _ENGINES,
-    "generator.enable_chunked_prefill": _ENGINES,
-    "generator.max_num_batched_tokens": _ENGINES,
-    "generator.enforce_eager": _ENGINES,
-    "generator.fully_sharded_loras": _ENGINES,
     "generator.enable_ray_prometheus_stats": _ENGINES,
-    "generator.gpu_memory_utilization": _ENGINES,
-    "generator.engine_init_kwargs": _ENGINES,
     "generator.rope_scaling": _ENGINES,
     "generator.rope_theta": _ENGINES,
+    "generator.vllm_v1_disable_multiproc": (
+        "vLLM's async engine (AsyncLLM, the only one the engines use) runs its engine core in a child process "
+        "whatever VLLM_ENABLE_V1_MULTIPROCESSING says (vLLM 0.32 reads it only in the synchronous LLMEngine)"
+    ),
     "generator.async_engine": "the hf engine is always async (the agent loop needs it); a sync engine does not exist",
     "generator.batched": "single-call batched generation is not implemented; the agent loop batches in the engine",
     "generator.chat_template.source": "custom chat templates (the re-tokenising path) are not implemented",
     "generator.chat_template.name_or_path": "custom chat templates (the re-tokenising path) are not implemented",
 }
 
-ENGINE_EXTRA_SAMPLING_KEYS = ("ignore_eos",)
-"""Undeclared sampling keys the hf engine reads (`HFInferenceEngine`); any other one would be ignored, so it is refused."""
+ENGINE_EXTRA_SAMPLING_KEYS: dict[str, tuple[str, ...]] = {"hf": ("ignore_eos",), "vllm": VLLM_EXTRA_SAMPLING_KEYS}
+"""Undeclared sampling keys each backend reads (`HFInferenceEngine`; `inference_engines.vllm.translate`); any other
+one would be ignored, so it is refused."""
 
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z0-9_.]+)\}")
 
@@ -130,7 +131,7 @@ def default_of(key: str, cfg: SkyRLConfig) -> Any:
 
 
 FSDP2_ONLY: tuple[str, ...] = (
-    *(f"trainer.placement.{key}" for key in ("colocate_all", "colocate_policy_ref")),
+    "trainer.placement.colocate_policy_ref",
     *(
         f"trainer.placement.{role}_{key}"
         for role in ("policy", "ref", "critic")
@@ -171,6 +172,23 @@ SEPARATE_REF_ONLY: tuple[str, ...] = (
 """Keys of a reference model of its own: read only when a KL term is on and the policy has no LoRA adapter (with
 LoRA the reference is the policy with its adapter switched off, on the policy's workers)."""
 
+VLLM_ONLY: tuple[str, ...] = tuple(
+    f"generator.{key}"
+    for key in (
+        "model_dtype",
+        "enable_chunked_prefill",
+        "max_num_batched_tokens",
+        "enforce_eager",
+        "gpu_memory_utilization",
+        "engine_init_kwargs",
+    )
+)
+"""Keys only the vLLM engines read (``generator.backend=vllm``, local); the hf engine generates in this process with
+the policy's own module, dtype and memory, and a remote server has its own settings."""
+
+VLLM_LORA_ONLY: tuple[str, ...] = ("generator.fully_sharded_loras",)
+"""Read only when vLLM engines serve a LoRA adapter."""
+
 REMOTE_ENGINES_ONLY: tuple[str, ...] = ("generator.remote_inference_engine_urls", "generator.model_name")
 """Keys only remote engines read (the server URLs, the `model` name requests carry)."""
 
@@ -182,8 +200,8 @@ WEIGHT_SYNC_ONLY: tuple[str, ...] = (
     "generator.override_existing_update_group",
     *(f"generator.inference_engine_{kind}_parallel_size" for kind in ("tensor", "pipeline", "data")),
 )
-"""Keys of engines that receive weights from the trainer (remote servers): the local hf engine shares the policy's
-module, so it has no weight-update group and runs as one worker."""
+"""Keys of engines that receive weights from the trainer (vLLM engines, remote servers): the local hf engine shares
+the policy's module, so it has no weight-update group and runs as one worker."""
 
 LORA_SYNC_ONLY: tuple[str, ...] = ("trainer.policy.model.lora.lora_sync_path",)
 
@@ -198,6 +216,11 @@ KL_IN_REWARD_ONLY: tuple[str, ...] = tuple(
 )
 
 _OPC = "trainer.algorithm.off_policy_correction."
+
+
+def uses_vllm(cfg: SkyRLConfig) -> bool:
+    """Local vLLM engines run (remote servers are whatever they are)."""
+    return cfg.generator.run_engines_locally and cfg.generator.backend == "vllm"
 
 
 def has_critic(cfg: SkyRLConfig) -> bool:
@@ -226,6 +249,19 @@ CONDITIONAL: tuple[Conditional, ...] = (
     Conditional(
         FSDP2_ONLY, lambda cfg: cfg.trainer.strategy == "fsdp2", "trainer.strategy=fsdp2 (Ray workers)", "fsdp2 only"
     ),
+    Conditional(
+        ("trainer.placement.colocate_all",),
+        lambda cfg: cfg.trainer.strategy == "fsdp2" or uses_vllm(cfg),
+        "trainer.strategy=fsdp2 or generator.backend=vllm (engines placed by Ray)",
+        "fsdp2 or vllm only",
+    ),
+    Conditional(VLLM_ONLY, uses_vllm, "local vLLM engines (generator.backend=vllm)", "vllm only"),
+    Conditional(
+        VLLM_LORA_ONLY,
+        lambda cfg: uses_vllm(cfg) and cfg.trainer.policy.model.lora.rank > 0,
+        "generator.backend=vllm and a LoRA policy (trainer.policy.model.lora.rank > 0)",
+        "vllm with LoRA only",
+    ),
     Conditional(CRITIC_ONLY, has_critic, "a critic (trainer.critic.model.path set)", "only with a critic"),
     Conditional(
         SEPARATE_REF_ONLY,
@@ -249,14 +285,15 @@ CONDITIONAL: tuple[Conditional, ...] = (
     Conditional(
         WEIGHT_SYNC_ONLY,
         engines_receive_weights,
-        "engines that receive weights from the trainer (remote engines; the local hf engine shares the policy)",
+        "engines that receive weights from the trainer (vLLM or remote engines; the local hf engine shares the "
+        "policy)",
         "engines receiving weights only",
     ),
     Conditional(
         LORA_SYNC_ONLY,
         lambda cfg: engines_receive_weights(cfg) and cfg.trainer.policy.model.lora.rank > 0,
-        "a LoRA policy whose adapter is sent to engines (LoRA with remote engines)",
-        "LoRA with remote engines only",
+        "a LoRA policy whose adapter is sent to engines (LoRA with vLLM or remote engines)",
+        "LoRA with vLLM or remote engines only",
     ),
     Conditional(
         KL_IN_REWARD_ONLY,
@@ -322,11 +359,13 @@ def not_implemented_problems(cfg: SkyRLConfig) -> list[str]:
             problems.append(
                 f"{key}={value!r} is not implemented in this fork: {reason}. Only the default {default!r} is accepted."
             )
+    backend = cfg.generator.backend
+    readable = ENGINE_EXTRA_SAMPLING_KEYS.get(backend, ())
     for block in ("sampling_params", "eval_sampling_params"):
         for name in getattr(cfg.generator, block).additional_kwargs:
-            if name not in ENGINE_EXTRA_SAMPLING_KEYS:
+            if name not in readable:
                 problems.append(
-                    f"generator.{block}.{name} is not implemented in this fork: the hf engine would ignore it "
-                    f"(extra sampling keys it reads: {', '.join(ENGINE_EXTRA_SAMPLING_KEYS)})."
+                    f"generator.{block}.{name} is not implemented in this fork: the {backend} engine would ignore "
+                    f"it (extra sampling keys it reads: {', '.join(readable)})."
                 )
     return problems

@@ -1,11 +1,11 @@
 """Every cross-key rule of the config, in one place: `validate_cfg(cfg)`.
 
 Rules follow upstream SkyRL's `validate_cfg` / `validate_generator_cfg` / `validate_batch_sizes` (except that remote
-engines may return logprobs: ours and vLLM's servers do). Keys that only unimplemented parts would read are refused
-unless at their default, by the one table in `support.py`. All problems are collected and raised together as one
-`ConfigError`, each naming its key(s). On success derived keys are filled in: `trainer.algorithm.max_seq_len` (if
-null) and `trainer.resume_mode` (null -> "none"). Before any check the deprecated `trainer.algorithm.use_tis` is
-mapped onto `off_policy_correction` as upstream does (with a warning).
+engines may return logprobs: ours and vLLM's servers do). Keys that nothing here reads, or that the configured parts
+do not read, are refused unless at their default, by the tables in `support.py`. All problems are collected
+and raised together as one `ConfigError`, each naming its key(s). On success derived keys are filled in:
+`trainer.algorithm.max_seq_len` (if null) and `trainer.resume_mode` (null -> "none"). Before any check the
+deprecated `trainer.algorithm.use_tis` is mapped onto `off_policy_correction` as upstream does (with a warning).
 """
 
 from __future__ import annotations
@@ -162,6 +162,13 @@ def _check_generator(cfg: SkyRLConfig, problems: list[str]) -> None:
             "the policy's own module, so there is one; use remote engines (generator.run_engines_locally=false) "
             "for more."
         )
+    elif g.backend == "vllm":
+        for kind in ("pipeline", "data"):
+            if getattr(g, f"inference_engine_{kind}_parallel_size") > 1:
+                problems.append(
+                    f"generator.inference_engine_{kind}_parallel_size > 1 is not implemented for local vLLM engines "
+                    "(tensor parallelism is); use more engines (generator.num_inference_engines) instead."
+                )
     if g.backend == "vllm" and not g.async_engine and not g.batched:
         problems.append("generator.async_engine=false with generator.backend=vllm requires generator.batched=true.")
     if g.enable_http_endpoint and not g.async_engine:
@@ -210,6 +217,11 @@ def _check_placement(cfg: SkyRLConfig, problems: list[str]) -> None:
                 f"policy_num_gpus_per_node = {policy_world}) as rollout devices (generator.num_inference_engines x "
                 f"TP x PP x DP = {rollout})."
             )
+    if p.colocate_all and g.backend == "vllm" and g.inference_engine_tensor_parallel_size > 1:
+        problems.append(
+            "generator.inference_engine_tensor_parallel_size > 1 with trainer.placement.colocate_all=true is not "
+            "supported: a colocated vLLM engine runs on one device of the policy's placement group."
+        )
     uses_ref = separate_ref_model(cfg)
     policy_shape = (p.policy_num_nodes, p.policy_num_gpus_per_node)
     if p.colocate_policy_ref and uses_ref and policy_shape != (p.ref_num_nodes, p.ref_num_gpus_per_node):

@@ -85,6 +85,7 @@ class ActorGroup:
 
         remote_cls = ray.remote(actor_cls)
         self.placement_group = placement.placement_group
+        self.bundle_of_rank = placement.bundle_of_rank
         self.world_size = placement.world_size
         self.actors = [
             remote_cls.options(

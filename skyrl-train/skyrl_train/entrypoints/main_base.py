@@ -124,17 +124,39 @@ class BasePPOExp:
         return policy, ref, critic
 
     def get_inference_engine(self, policy: PolicyWorker, tokenizer) -> InferenceEngineInterface:
-        """The engine(s) rollouts come from: remote servers (`generator.run_engines_locally=false`), else the local
-        `hf` engine, which shares the policy's module."""
+        """The engine(s) rollouts come from: remote servers (`generator.run_engines_locally=false`), local vLLM
+        engines (`generator.backend=vllm`; both get the policy's weights from `get_weight_sync`), else the local `hf`
+        engine, which shares the policy's module."""
         if not self.cfg.generator.run_engines_locally:
             return self.make_remote_engines(tokenizer)
+        if self.cfg.generator.backend == "vllm":
+            return self.make_vllm_engines(policy, tokenizer)
         return self.make_inference_engine(policy.model, tokenizer)
 
+    def make_vllm_engines(self, policy, tokenizer) -> InferenceEngineInterface:
+        """`generator.num_inference_engines` vLLM engines as Ray actors (`skyrl_train.inference_engines.vllm`)
+        behind a client that routes each episode to one engine; colocated ones (``trainer.placement.colocate_all``)
+        share the fsdp2 policy's placement group."""
+        from skyrl_train.inference_engines.client import InferenceEngineClient
+        from skyrl_train.inference_engines.vllm.ray_engine import create_vllm_engines
+
+        actors = getattr(policy, "actors", None)  # fsdp2: the policy's ActorGroup
+        engines = create_vllm_engines(
+            self.cfg,
+            tokenizer,
+            policy_placement_group=None if actors is None else actors.placement_group,
+            policy_bundles=None if actors is None else actors.bundle_of_rank,
+        )
+        return InferenceEngineClient(engines)
+
     def make_inference_engine(self, model, tokenizer) -> InferenceEngineInterface:
-        """A local inference engine over `model` as `generator.*` configures it."""
+        """A local `hf` inference engine over `model` as `generator.*` configures it."""
         g = self.cfg.generator
         if g.backend != "hf":
-            raise NotImplementedError(f"generator.backend={g.backend!r} is not available yet; use generator.backend=hf")
+            raise NotImplementedError(
+                f"generator.backend={g.backend!r} does not generate from a model in this process; use "
+                "generator.backend=hf here"
+            )
         from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES, HFInferenceEngine
 
         return HFInferenceEngine(
@@ -182,12 +204,20 @@ class BasePPOExp:
                 "generator.weight_sync_backend=gloo to send the weights over CPU"
             )
         lora = cfg.trainer.policy.model.lora
+        if not g.run_engines_locally:
+            master_addr = trainer_address(g.remote_inference_engine_urls)
+        elif g.backend == "vllm":  # engine actors may run on other nodes of the Ray cluster
+            import ray
+
+            master_addr = ray.util.get_node_ip_address()
+        else:
+            master_addr = "127.0.0.1"
         return WeightSyncSender(
             engine,
             policy,
             mode,
             backend=g.weight_sync_backend,
-            master_addr=trainer_address(g.remote_inference_engine_urls) if not g.run_engines_locally else "127.0.0.1",
+            master_addr=master_addr,
             lora_config=lora,
             base_model_path=cfg.trainer.policy.model.path,
             lora_sync_path=lora.lora_sync_path,
@@ -257,8 +287,8 @@ class BasePPOExp:
     def _train(self, tokenizer, train_loader, eval_loader, policy, ref, critic) -> None:
         t = self.cfg.trainer
         engine_policy, refresh = policy, None
-        if t.strategy == "fsdp2" and self.cfg.generator.run_engines_locally:
-            # The ranks hold the weights: the local engine generates from a copy synced from them.
+        if t.strategy == "fsdp2" and self.cfg.generator.run_engines_locally and self.cfg.generator.backend == "hf":
+            # The ranks hold the weights: the hf engine generates from a copy synced from them.
             from skyrl_train.distributed.engine_sync import DriverPolicyCopy
 
             engine_policy = DriverPolicyCopy(t.policy, policy, "bfloat16" if t.bf16 else "float32")

@@ -4,7 +4,8 @@ Takes the training config (same overrides, same validation). `trainer.policy.mod
 evaluate: any HF folder or id, e.g. a run's export `<export_path>/global_step_N/policy` (LoRA merged) or the
 default alias; `data.val_data` is the eval set. It runs the env preflight, then one eval (upstream's
 `EvalOnlyEntrypoint`: `eval_sampling_params`, `eval_n_samples_per_prompt`; with `generator.run_engines_locally=false`
-the remote servers' model is evaluated instead and nothing is loaded here), logs the `eval/*` metrics to the
+the remote servers' model is evaluated instead and nothing is loaded here; with `generator.backend=vllm` vLLM engines
+load it), logs the `eval/*` metrics to the
 trackers, writes the dumps to `<export_path>/dumped_evals/eval_only/` and, with S3 on, uploads them to
 `s3://{eval_bucket}/evals/{run_name}/eval_only/`. `skyrl-analyze-evals <export_path>` reads them like training's.
 Exit status: 0, 2 for an invalid config, 1 when the preflight stops the run.
@@ -48,7 +49,9 @@ class EvalOnlyEntrypoint(BasePPOExp):
         tokenizer = self.get_tokenizer()
         dataset = self.get_eval_dataset(tokenizer)
         self.preflight(None, dataset)
-        if self.cfg.generator.run_engines_locally:
+        if self.cfg.generator.run_engines_locally and self.cfg.generator.backend == "vllm":
+            engine = self.make_vllm_engines(None, tokenizer)  # they load the model path themselves
+        elif self.cfg.generator.run_engines_locally:
             model = load_causal_lm(t.policy.model.path, "bfloat16" if t.bf16 else "float32")
             engine = self.make_inference_engine(model, tokenizer)
         else:  # the servers' model, as they serve it

@@ -116,12 +116,38 @@ class InferenceEngineOutput(TypedDict):
     ids), so they may differ from the sampled tokens. Absent or None: never."""
 
 
+def prompt_token_ids(input_batch: InferenceEngineInput, tokenizer) -> list[list[int]]:
+    """The prompts of `input_batch` as token ids: `prompt_token_ids` as given, or each of `prompts` through the
+    tokenizer's chat template with a generation prompt.
+
+    Raises:
+        ValueError: not exactly one of the two is given, or a prompt is empty.
+    """
+    token_ids, conversations = input_batch.get("prompt_token_ids"), input_batch.get("prompts")
+    if (token_ids is None) == (conversations is None):
+        raise ValueError("exactly one of prompt_token_ids and prompts must be given")
+    if conversations is not None:
+        token_ids = [
+            tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True, return_dict=True)[
+                "input_ids"
+            ]
+            for conversation in conversations
+        ]
+    if any(len(ids) == 0 for ids in token_ids):
+        raise ValueError("empty prompt: at least one prompt token is needed")
+    return [list(ids) for ids in token_ids]
+
+
 class InferenceEngineInterface(ABC):
     """An inference engine. Backends implement `generate`; the rest defaults to no-ops where meaningful."""
 
     @abstractmethod
     async def generate(self, input_batch: InferenceEngineInput) -> InferenceEngineOutput:
         """Generate one response per prompt, in input order."""
+
+    async def abort_generation(self) -> None:
+        """Finish every request in flight now, each with stop reason "abort" and the tokens generated so far."""
+        raise NotImplementedError(f"{type(self).__name__} cannot abort generation")
 
     async def wake_up(self, tags: list[str] | None = None) -> None:
         """Re-acquire memory released by `sleep` (weights and/or KV cache)."""

@@ -99,6 +99,9 @@ class InferenceEngineClient(InferenceEngineInterface):
 
     # -- control --------------------------------------------------------------------------------------------------
 
+    async def abort_generation(self) -> None:
+        await self._fan_out(lambda e: e.abort_generation())
+
     async def wake_up(self, tags: list[str] | None = None) -> None:
         await self._fan_out(lambda e: e.wake_up(tags))
 

@@ -44,6 +44,7 @@ from skyrl_train.inference_engines.base import (
     InferenceEngineInterface,
     InferenceEngineOutput,
     SamplingParams,
+    prompt_token_ids,
 )
 from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request
 from skyrl_train.weight_sync import (
@@ -278,29 +279,16 @@ class HFInferenceEngine(InferenceEngineInterface):
     # -- caller side ----------------------------------------------------------------------------------------------
 
     def _prompt_token_ids(self, input_batch: InferenceEngineInput) -> list[list[int]]:
-        token_ids, conversations = input_batch.get("prompt_token_ids"), input_batch.get("prompts")
-        if (token_ids is None) == (conversations is None):
-            raise ValueError("exactly one of prompt_token_ids and prompts must be given")
-        if conversations is not None:
-            token_ids = [
-                list(
-                    self.tokenizer.apply_chat_template(
-                        conversation, add_generation_prompt=True, tokenize=True, return_dict=True
-                    )["input_ids"]
-                )
-                for conversation in conversations
-            ]
+        token_ids = prompt_token_ids(input_batch, self.tokenizer)
         # Checked here so that one bad prompt fails its own call, not the whole running batch.
         for ids in token_ids:
-            if not ids:
-                raise ValueError("empty prompt: at least one prompt token is needed")
             if min(ids) < 0 or max(ids) >= self.vocab_size:
                 raise ValueError(f"prompt token ids must be in [0, {self.vocab_size})")
             if self.max_positions is not None and len(ids) >= self.max_positions:
                 raise ValueError(
                     f"prompt of {len(ids)} tokens leaves no room in the {self.max_positions}-token context"
                 )
-        return [list(ids) for ids in token_ids]
+        return token_ids
 
     def _new_request(self, prompt_ids: list[int], params: SamplingParams, on_finish) -> Request:
         max_new_tokens = params.max_generate_length

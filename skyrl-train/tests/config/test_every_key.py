@@ -72,6 +72,10 @@ _SPLIT = "test_split_layout_packs_each_role_onto_whole_gpus"
 _SHARDING = (
     "skyrl-train/tests/distributed/test_shard_model.py::test_fsdp_size_and_reshard_after_forward_decide_the_layout"
 )
+# vLLM: the engine-argument translation (CPU suite) and the real engines (`vllm` marker, the vLLM venv)
+_VLLM_CFG = "skyrl-train/tests/inference_engines/vllm/test_engine_config.py::"
+_ENGINE_ARGS = _VLLM_CFG + "test_generator_keys_map_onto_engine_arguments"
+_VLLM = "skyrl-train/tests/inference_engines/vllm/test_vllm_engine.py::"
 _OPC = "skyrl-train/tests/algorithms/test_off_policy.py::"
 _OPC_GEO = _OPC + "test_the_geometric_mask_drops_rows_whose_mean_log_ratio_is_out_of_bounds"
 _OPC_PRODUCT = _OPC + "test_the_product_mask_drops_rows_whose_ratio_product_is_out_of_bounds"
@@ -397,27 +401,31 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.algorithm.kl_cov.ppo_kl_coef": Refused("0.5"),
     "trainer.algorithm.cispo.cispo_eps_clip_low": Refused("0.5"),
     "trainer.algorithm.cispo.cispo_eps_clip_high": Refused("2.5"),
-    "generator.backend": Refused("vllm"),
+    "generator.backend": ShownBy(_VLLM + "test_greedy_token_ids_equal_transformers_generate"),
     "generator.run_engines_locally": ShownBy(_REMOTE_ENGINES),
     "generator.remote_inference_engine_urls": ShownBy(_REMOTE_ENGINES),
     "generator.override_existing_update_group": ShownBy(_WEIGHT_SYNC_KEYS),
     "generator.model_name": ShownBy(_REMOTE_ENGINES),
-    "generator.model_dtype": Refused("float32"),
+    "generator.model_dtype": ShownBy(_ENGINE_ARGS),
     "generator.num_inference_engines": ShownBy(_REMOTE_ENGINES),
-    "generator.inference_engine_tensor_parallel_size": ShownBy(_REMOTE_ENGINES),
+    "generator.inference_engine_tensor_parallel_size": ShownBy(
+        _VLLM_CFG + "test_tensor_parallel_engines_use_the_multiprocessing_executor"
+    ),
     "generator.inference_engine_pipeline_parallel_size": ShownBy(_REMOTE_ENGINES),
     "generator.inference_engine_expert_parallel_size": Refused("2"),
     "generator.inference_engine_data_parallel_size": ShownBy(_REMOTE_ENGINES),
     "generator.weight_sync_backend": ShownBy(_WEIGHT_SYNC_KEYS),
     "generator.weight_transfer_threshold_cuda_ipc_GB": Refused("0.5"),
     "generator.vllm_v1_disable_multiproc": Refused("false"),
-    "generator.enable_chunked_prefill": Refused("false"),
-    "generator.max_num_batched_tokens": Refused("4096"),
-    "generator.enforce_eager": Refused("false"),
-    "generator.fully_sharded_loras": Refused("true"),
+    "generator.enable_chunked_prefill": ShownBy(_ENGINE_ARGS),
+    "generator.max_num_batched_tokens": ShownBy(_ENGINE_ARGS),
+    "generator.enforce_eager": ShownBy(_ENGINE_ARGS),
+    "generator.fully_sharded_loras": ShownBy(
+        _VLLM_CFG + "test_lora_adds_upstreams_engine_kwargs_and_leaves_eager_mode"
+    ),
     "generator.enable_ray_prometheus_stats": Refused("true"),
-    "generator.gpu_memory_utilization": Refused("0.4"),
-    "generator.engine_init_kwargs": Refused("{max_model_len: 4096}"),
+    "generator.gpu_memory_utilization": ShownBy(_ENGINE_ARGS),
+    "generator.engine_init_kwargs": ShownBy(_VLLM_CFG + "test_engine_init_kwargs_are_applied_last"),
     "generator.rope_scaling": Refused("{rope_type: linear, factor: 2.0}"),
     "generator.rope_theta": Refused("500000.0"),
     "generator.async_engine": Refused("false"),

@@ -18,9 +18,14 @@ PACKAGE_ROOT = Path(skyrl_train.__file__).resolve().parent
 CONFIG_DIR = PACKAGE_ROOT / "config"
 CONFIG_MODULES = sorted(f"skyrl_train.config.{p.stem}" for p in CONFIG_DIR.glob("*.py") if p.stem != "__init__")
 # Modules outside the package the config reads: SamplingParams (the engine's dataclass is the schema of
-# generator.sampling_params) and the registries of advantage estimators and policy losses (names checked by
-# validate_cfg, imported when it runs).
-ALLOWED_OUTSIDE = {"skyrl_train.inference_engines.base", "skyrl_train.algorithms.registry"}
+# generator.sampling_params), the extra sampling keys the vLLM backend passes on (vllm.translate, which imports only
+# base) and the registries of advantage estimators and policy losses (names checked by validate_cfg, imported when
+# it runs).
+ALLOWED_OUTSIDE = {
+    "skyrl_train.inference_engines.base",
+    "skyrl_train.inference_engines.vllm.translate",
+    "skyrl_train.algorithms.registry",
+}
 
 
 def _source(module: str) -> Path:

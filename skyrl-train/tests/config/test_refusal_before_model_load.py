@@ -33,7 +33,7 @@ def test_refused_keys_are_named_before_anything_loads():
     result, seconds = run_main_base(
         "trainer.placement.policy_num_gpus_per_node=2",
         "trainer.policy.fsdp_config.cpu_offload=true",
-        "generator.backend=vllm",
+        "generator.inference_engine_expert_parallel_size=2",
     )
     print(f"main_base with refused keys exited {result.returncode} after {seconds:.1f} s (imports included)")
     assert result.returncode == 2, result.stderr
@@ -43,7 +43,7 @@ def test_refused_keys_are_named_before_anything_loads():
         "trainer.strategy=fsdp2" in result.stderr
     )
     assert "trainer.policy.fsdp_config.cpu_offload=True is not implemented in this fork" in result.stderr
-    assert "generator.backend='vllm' is not implemented in this fork" in result.stderr
+    assert "generator.inference_engine_expert_parallel_size=2 is not implemented in this fork" in result.stderr
 
 
 def test_the_tripwire_fires_when_a_valid_config_reaches_loading(tmp_path):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 
 from skyrl_train.config.schema import AlgorithmConfig, LoraConfig, ModelConfig, PolicyConfig
-from skyrl_train.testing import tiny_model, tiny_tokenizer  # noqa: F401
-from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.testing import tiny_model, tiny_tokenizer, trainer_logprobs  # noqa: F401
 from skyrl_train.workers import PolicyWorker
 
 PROMPT = [1, 28, 5024, 314, 253, 11, 3023, 42]
@@ -30,7 +29,7 @@ def perturb(model: torch.nn.Module, seed: int, std: float = 0.05) -> None:
 
 def assert_engine_logprobs_match_policy(output, policy: PolicyWorker) -> None:
     """The engine's logprobs of its (single) response equal the policy's recomputed ones."""
-    logprobs = policy_logprobs(policy, PROMPT, output["response_ids"][0])
+    logprobs = trainer_logprobs(policy, PROMPT, output["response_ids"][0])
     torch.testing.assert_close(torch.tensor(output["response_logprobs"][0]), logprobs, rtol=0, atol=1e-4)
 
 
@@ -40,16 +39,3 @@ def broadcast_sender(engines, policy: PolicyWorker, **kwargs):
     from skyrl_train.weight_sync import WeightSyncSender
 
     return WeightSyncSender(InferenceEngineClient(engines), policy, "broadcast", backend="gloo", timeout_s=60, **kwargs)
-
-
-def policy_logprobs(policy: PolicyWorker, prompt: list[int], response: list[int]) -> torch.Tensor:
-    """The policy's logprobs of `response` after `prompt` (what the trainer recomputes)."""
-    ids = torch.tensor([prompt + response])
-    batch = TrainingInputBatch(
-        {
-            "sequences": ids,
-            "attention_mask": torch.ones_like(ids),
-            "response_mask": torch.ones((1, len(response)), dtype=torch.long),
-        }
-    )
-    return policy.compute_logprobs(batch, micro_batch_size=1)[0]
