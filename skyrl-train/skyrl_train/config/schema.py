@@ -337,6 +337,11 @@ class TrainerConfig:
     )
     seed: int = knob(42, "Random seed for data order, sampling and init.")
     bf16: bool = knob(True, "Load, train and generate with the models in bfloat16 (false: float32).")
+    cpu_threads: int | None = knob(
+        None,
+        "Torch intra-op threads of the training process and of its hf engine; null = torch's default (one per core). "
+        "1 avoids OpenMP threads waiting on each other when other busy processes share the cores.",
+    )
     max_prompt_length: int = knob(512, "Max prompt tokens; longer dataset prompts are dropped.")
     flash_attn: bool = knob(False, "Use flash attention (flash-attn) in the models.")
     disable_fast_tokenizer: bool = knob(False, "Load the slow (Python) tokenizer.")

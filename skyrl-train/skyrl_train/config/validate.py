@@ -327,6 +327,8 @@ def _off_policy_on(cfg: SkyRLConfig) -> bool:
 
 def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
     t = cfg.trainer
+    if t.cpu_threads is not None:
+        _at_least(problems, "trainer.cpu_threads", t.cpu_threads, 1)
     for key in ("eval_interval", "ckpt_interval", "hf_save_interval"):
         value = getattr(t, key)
         if value == 0 or value < -1:

@@ -129,6 +129,7 @@ class BasePPOExp:
             max_num_seqs=g.max_num_seqs,
             seed=self.cfg.trainer.seed,
             prefix_cache_bytes=DEFAULT_PREFIX_CACHE_BYTES if g.enable_prefix_caching else 0,
+            num_threads=self.cfg.trainer.cpu_threads,
         )
 
     def get_generator(self, engine: InferenceEngineInterface, tokenizer) -> SkyRLGymGenerator:
@@ -163,6 +164,8 @@ class BasePPOExp:
     def _run(self) -> None:
         t = self.cfg.trainer
         _seed_everything(t.seed)
+        if t.cpu_threads is not None:
+            torch.set_num_threads(t.cpu_threads)  # this thread's training forwards; the hf engine sets its own
         tokenizer = self.get_tokenizer()
         train_dataset = self.get_train_dataset(tokenizer)
         train_loader = PromptDataLoader(train_dataset, t.train_batch_size, seed=t.seed)

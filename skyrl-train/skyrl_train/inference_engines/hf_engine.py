@@ -55,6 +55,8 @@ class HFInferenceEngine(InferenceEngineInterface):
         seed: seed of the engine generator, used by requests without their own `seed`; None draws a random one.
         prefix_cache_bytes: memory for cached prefix KV (least recently used entries go first); 0 turns prefix
             caching off.
+        num_threads: torch intra-op threads of the scheduler thread (where every forward pass runs); None keeps
+            torch's default. The setting is per thread: the caller's thread count is not changed.
 
     `SamplingParams.additional_kwargs` understood here: `ignore_eos` (bool: keep generating after EOS, until
     `max_generate_length` or a stop string). Other keys are meant for other backends and are ignored.
@@ -68,9 +70,13 @@ class HFInferenceEngine(InferenceEngineInterface):
         max_prefill_tokens: int = 8192,
         seed: int | None = None,
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+        num_threads: int | None = None,
     ):
         if max_num_seqs < 1 or max_prefill_tokens < 1:
             raise ValueError("max_num_seqs and max_prefill_tokens must be >= 1")
+        if num_threads is not None and num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1 or None, got {num_threads}")
+        self.num_threads = num_threads
         config = model.config
         probe = DynamicCache(config=config)
         if any(probe.is_sliding) or any(probe.is_linear):
@@ -253,6 +259,8 @@ class HFInferenceEngine(InferenceEngineInterface):
     # -- scheduler thread -----------------------------------------------------------------------------------------
 
     def _serve(self) -> None:
+        if self.num_threads is not None:
+            torch.set_num_threads(self.num_threads)
         batcher = self._batcher
         restore_training: bool | None = None
         try:

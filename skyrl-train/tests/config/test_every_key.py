@@ -253,6 +253,9 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
         "skyrl-train/tests/dataset/test_dataloader.py::test_a_different_seed_gives_a_different_order"
     ),
     "trainer.bf16": ShownBy(_WORKERS),
+    "trainer.cpu_threads": ShownBy(
+        "skyrl-train/tests/config/test_key_effects.py::test_cpu_threads_is_the_thread_count_of_the_engines_forward_passes"
+    ),
     "trainer.max_prompt_length": ShownBy(
         "skyrl-train/tests/dataset/test_dataset.py::test_prompt_one_token_over_max_prompt_length_is_dropped"
     ),

@@ -181,6 +181,24 @@ def test_prefix_caching_and_max_num_seqs_configure_the_engine(tiny, tmp_path, ca
     assert (stats.cached_prompt_tokens > 0) == caching
 
 
+def test_cpu_threads_is_the_thread_count_of_the_engines_forward_passes(tiny, tmp_path):
+    exp = experiment(tiny, tmp_path, "trainer.cpu_threads=1")
+    policy, _, _ = exp.get_workers(10)
+    engine = exp.get_inference_engine(policy, exp.get_tokenizer())
+    seen = []
+    policy.model.register_forward_pre_hook(lambda module, args: seen.append(torch.get_num_threads()))
+
+    async def generate():
+        await engine.wake_up()
+        await engine.generate(
+            {"prompt_token_ids": [[5, 6, 7]], "sampling_params": SamplingParams(temperature=0.0, max_generate_length=2)}
+        )
+        await engine.teardown()
+
+    asyncio.run(generate())
+    assert seen == [1, 1]
+
+
 def test_http_endpoint_host_is_where_the_endpoint_listens(tiny, tmp_path):
     exp = experiment(
         tiny,
