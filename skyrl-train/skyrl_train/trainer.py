@@ -11,6 +11,10 @@ loses the metrics of completed steps.
 A generation batch in which more than `trainer.max_infra_failure_ratio` of the trajectories ended in an
 infrastructure failure stops the run (`InfraFailureError`, with the count per stop reason and a sample error):
 training on what is left would learn from a broken setup, not from the task.
+
+Memory: every logged step carries `memory/peak_rss_gb`, the process's peak resident memory during that step (its
+generation, update, checkpoint and eval), and `memory/rss_gb` at its end; the eval logged at step 0 carries them for
+everything before it (model loading included). See `skyrl_train.utils.memory`.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from skyrl_train.trainer_utils import (
     prepare_generator_input,
     reward_metrics,
 )
+from skyrl_train.utils.memory import PeakRSS
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +128,9 @@ class PPOTrainer:
         resume_from = self.checkpoints.resolve_resume(t.resume_mode, t.resume_path)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
+        memory = PeakRSS()  # its first interval runs from the process start: model loading counts in it
         if t.eval_interval > 0 and t.eval_before_train and self.eval_loader is not None:
-            self.tracker.log(await self.eval(), step=self.global_step)
+            self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
 
         start_epoch = self.train_loader.epoch  # restored with the checkpoint; with dynamic sampling a step draws more
         progress = step_progress(self.total_steps, initial=self.global_step, desc="train")
@@ -145,6 +151,7 @@ class PPOTrainer:
                 metrics.update({"trainer/epoch": epoch, "trainer/global_step": self.global_step})
                 with self._timer("step", metrics):
                     await self._step_and_bookkeeping(rollouts, metrics)
+                metrics.update(memory.metrics())
                 self.tracker.log(metrics, step=self.global_step)
                 metrics = {}
                 progress.update(1)
@@ -152,7 +159,7 @@ class PPOTrainer:
         if t.ckpt_interval > 0 and self.global_step % t.ckpt_interval != 0:
             self.save_checkpoint()
         if self._final_eval_missed():
-            self.tracker.log(await self.eval(), step=self.global_step)
+            self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
         self.export_hf()
 
     def _final_eval_missed(self) -> bool:
