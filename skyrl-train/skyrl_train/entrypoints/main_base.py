@@ -102,7 +102,11 @@ class BasePPOExp:
             dtype="bfloat16" if t.bf16 else "float32",
         )
         policy = PolicyWorker(
-            t.policy, t.algorithm, temperature=self.cfg.generator.sampling_params.temperature, **common
+            t.policy,
+            t.algorithm,
+            temperature=self.cfg.generator.sampling_params.temperature,
+            sample_packing=t.use_sample_packing,
+            **common,
         )
         needs_ref = t.algorithm.use_kl_loss or t.algorithm.use_kl_in_reward
         ref = RefWorker.for_policy(policy, t.ref) if needs_ref else None

@@ -33,6 +33,7 @@ from torch import nn
 
 from skyrl_train.algorithms import compute_entropy
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.workers.packing import packed_logits
 
 __all__ = [
     "effective_temperature",
@@ -94,6 +95,7 @@ def response_logprobs(
     with_entropy: bool = False,
     entropy_grad: bool = True,
     share_prefix: bool = True,
+    pack: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logprobs ``[B, R]`` of the last ``R = response_length`` tokens of ``sequences`` under ``model``.
 
@@ -101,35 +103,55 @@ def response_logprobs(
     next-token distributions (at the same temperature); ``entropy_grad=False`` computes it without building
     a graph through the vocabulary softmax (for a metric only). Both are 0 on response padding.
     ``share_prefix=False`` runs every row through the whole model even when the rows share a prompt prefix.
+    ``pack=True`` runs the rows as one packed row without padding (`skyrl_train.workers.packing`); each row's real
+    tokens must then be contiguous.
     """
     seqs, mask, kept = trim_padding(sequences, attention_mask, response_length)
     batch_size = sequences.shape[0]
     if kept == 0:
         zeros = sequences.new_zeros((batch_size, response_length), dtype=torch.float32)
         return zeros, (zeros.clone() if with_entropy else None)
-    logits = _last_logits(model, seqs, mask, kept + 1, share_prefix)[:, :-1, :]
+    shared = _shareable_prefix(model, seqs, mask, kept + 1) if share_prefix else 0
+    if pack:
+        logits, rows, columns = packed_logits(model, seqs, mask, kept, shared)
+        targets, response_mask = seqs[:, -kept:][rows, columns], None
+    else:
+        logits = _last_logits(model, seqs, mask, kept + 1, shared)[:, :-1, :]
+        targets, response_mask = seqs[:, -kept:], mask[:, -kept:]
     if logits.dtype != torch.float32:
         logits = logits.float()
     temp = effective_temperature(temperature)
     if temp != 1.0:
         logits = logits / temp if logits.requires_grad else logits.div_(temp)
-    targets = seqs[:, -kept:]
-    response_mask = mask[:, -kept:].to(logits.dtype)
-    token_logits = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    logprobs = (token_logits - torch.logsumexp(logits, dim=-1)) * response_mask
+    logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
     entropy = None
     if with_entropy:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = pad_response(compute_entropy(logits, response_mask), response_length)
-    return pad_response(logprobs, response_length), entropy
+            entropy = compute_entropy(logits, response_mask)
+    if pack:  # back from the real response tokens to the [B, kept] grid
+        grid = logprobs.new_zeros((batch_size, kept))
+        logprobs = grid.index_put((rows, columns), logprobs)
+        entropy = None if entropy is None else grid.index_put((rows, columns), entropy)
+    else:
+        logprobs = logprobs * response_mask.to(logprobs.dtype)
+    return pad_response(logprobs, response_length), (
+        None if entropy is None else pad_response(entropy, response_length)
+    )
 
 
-def _last_logits(
-    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, share_prefix: bool
-) -> torch.Tensor:
-    """Logits of the last `keep` columns of left-padded `seqs`, computing a prefix all rows share only once."""
-    shared = shared_prefix_length(seqs, mask, seqs.shape[1] - keep) if share_prefix else 0
-    if shared < _MIN_SHARED_PREFIX or seqs.shape[0] < 2 or getattr(model, "is_activation_checkpointing", False):
+def _shareable_prefix(model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int) -> int:
+    """How many leading tokens all rows share and can compute once (0 when not worth it or not possible): never
+    the last `keep` columns, and nothing under activation checkpointing, which recomputes layers without a cache."""
+    if seqs.shape[0] < 2 or getattr(model, "is_activation_checkpointing", False):
+        return 0
+    shared = shared_prefix_length(seqs, mask, seqs.shape[1] - keep)
+    return shared if shared >= _MIN_SHARED_PREFIX else 0
+
+
+def _last_logits(model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, shared: int) -> torch.Tensor:
+    """Logits of the last `keep` columns of left-padded `seqs`, computing the first `shared` tokens of every row (a
+    prefix they all start with) only once."""
+    if not shared:
         return model(
             input_ids=seqs,
             attention_mask=mask,
@@ -191,9 +213,10 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
 
 @torch.no_grad()
 def batched_response_logprobs(
-    model: nn.Module, batch: TrainingInputBatch, micro_batch_size: int, temperature: float
+    model: nn.Module, batch: TrainingInputBatch, micro_batch_size: int, temperature: float, pack: bool = False
 ) -> torch.Tensor:
-    """``response_logprobs`` over a whole batch in micro-batches, in eval mode, without grad.
+    """``response_logprobs`` over a whole batch in micro-batches (each packed with ``pack``), in eval mode, without
+    grad.
 
     The response length ``R`` is the width of ``batch["response_mask"]``. Returns ``[B, R]`` float32 on the
     batch's device.
@@ -201,7 +224,9 @@ def batched_response_logprobs(
     response_length = batch["response_mask"].shape[1]
     with eval_mode(model):
         chunks = [
-            response_logprobs(model, micro["sequences"], micro["attention_mask"], response_length, temperature)[0]
+            response_logprobs(
+                model, micro["sequences"], micro["attention_mask"], response_length, temperature, pack=pack
+            )[0]
             for micro in batch.chunk(micro_batch_size)
         ]
     return torch.cat(chunks)

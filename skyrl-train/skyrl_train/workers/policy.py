@@ -71,6 +71,8 @@ class PolicyWorker(TrainableWorker):
         num_training_steps: optimizer steps of the whole run, for schedulers that decay (upstream: total steps ×
             mini-batches per batch × update epochs).
         gradient_checkpointing, gradient_checkpointing_use_reentrant: ``trainer.gradient_checkpointing*``.
+        sample_packing: ``trainer.use_sample_packing``: each micro-batch's rows go through the model packed into one
+            row without padding (`skyrl_train.workers.packing`), in the update and the old-logprob passes.
     """
 
     metric_prefix = "policy/"
@@ -87,6 +89,7 @@ class PolicyWorker(TrainableWorker):
         gradient_checkpointing_use_reentrant: bool = False,
         dtype: str | torch.dtype = "float32",
         device: str | torch.device = "cpu",
+        sample_packing: bool = False,
     ):
         model_path = policy_config.model.path
         if not model_path:
@@ -100,6 +103,7 @@ class PolicyWorker(TrainableWorker):
         super().__init__(model, model_path, policy_config.optimizer_config, num_training_steps)
         self.algorithm_config = algorithm_config
         self.temperature = temperature
+        self.sample_packing = sample_packing
         self.policy_loss_fn = PolicyLossRegistry.get(algorithm_config.policy_loss_type)
         self._old_logprobs_from_forward = False
         """Set by `ppo_train` for a batch without old logprobs (see there)."""
@@ -107,7 +111,7 @@ class PolicyWorker(TrainableWorker):
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         """Logprobs ``[B, R]`` of the response tokens under the current weights (no grad, eval mode): the "old"
         logprobs (``action_log_probs``) of a PPO update."""
-        return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature)
+        return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature, self.sample_packing)
 
     # ----------------------------------------------------------------------------------------- loss
 
@@ -131,6 +135,7 @@ class PolicyWorker(TrainableWorker):
             self.temperature,
             with_entropy=True,
             entropy_grad=algo.use_entropy_loss,
+            pack=self.sample_packing,
         )
         old_logprobs = micro_batch["action_log_probs"]
         if self._old_logprobs_from_forward:

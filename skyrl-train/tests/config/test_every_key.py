@@ -348,7 +348,9 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.policy.sequence_parallel_size": Refused("2"),
     "trainer.ref.sequence_parallel_size": Refused("2"),
     "trainer.critic.sequence_parallel_size": Refused("2"),
-    "trainer.use_sample_packing": Refused("true"),
+    "trainer.use_sample_packing": ShownBy(
+        "skyrl-train/tests/config/test_key_effects.py::test_sample_packing_runs_the_policy_and_ref_forwards_as_one_unpadded_row"
+    ),
     "trainer.flash_attn": Refused("true"),
     "trainer.policy.use_torch_compile": Refused("true"),
     "trainer.policy.record_memory": Refused("true"),
