@@ -53,7 +53,7 @@ from skyrl_train.trainer_utils import (
     prepare_generator_input,
     reward_metrics,
 )
-from skyrl_train.utils.memory import PeakRSS
+from skyrl_train.utils.memory import PeakRSS, release_free_memory
 
 logger = logging.getLogger(__name__)
 
@@ -174,6 +174,7 @@ class PPOTrainer:
         t = self.cfg.trainer
         step = self.global_step
         metrics.update(await self.train_step(rollouts))
+        release_free_memory()  # the update's activations, before generation allocates on the engine's thread
         if t.ckpt_interval > 0 and step % t.ckpt_interval == 0:
             with self._timer("save_checkpoints", metrics):
                 self.save_checkpoint()

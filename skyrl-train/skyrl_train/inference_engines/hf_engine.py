@@ -39,6 +39,7 @@ from skyrl_train.inference_engines.base import (
     SamplingParams,
 )
 from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request
+from skyrl_train.utils.memory import release_free_memory
 
 DEFAULT_PREFIX_CACHE_BYTES = 2 * 2**30
 
@@ -158,7 +159,8 @@ class HFInferenceEngine(InferenceEngineInterface):
 
     async def sleep(self) -> None:
         """Wait until no request is in flight, then refuse new ones until `wake_up` (the trainer's turn, when the
-        weights may change). Drops the prefix cache; the running batch's KV is already freed when it is empty."""
+        weights may change). Drops the prefix cache (the running batch's KV is already freed when it is empty) and
+        returns the freed memory to the OS (`release_free_memory`)."""
         await asyncio.to_thread(self._wait_idle_and_sleep)
 
     async def reset_prefix_cache(self) -> None:
@@ -255,6 +257,7 @@ class HFInferenceEngine(InferenceEngineInterface):
             self._asleep = True
             # The scheduler thread is parked (idle) or gone, so the cache has no other user right now.
             self._batcher.prefix_cache.clear()
+            release_free_memory()  # what the scheduler thread freed stays in its malloc arena otherwise
 
     # -- scheduler thread -----------------------------------------------------------------------------------------
 

@@ -1,12 +1,20 @@
-"""Resident memory of this process, for the per-step memory metrics (Linux: read from /proc).
+"""Resident memory of this process: the per-step memory metrics (Linux: read from /proc), and giving freed memory back.
 
 `PeakRSS` measures the peak resident set size of each step: the kernel keeps a high-water mark of the process's RSS
 (``VmHWM``), and writing ``5`` to ``/proc/self/clear_refs`` sets it back to the current RSS, so reading the mark at
 the end of a step and resetting it gives the step's own peak, spikes between samples included.
+
+`release_free_memory` matters because generation and training run on different threads: glibc's malloc gives each
+thread its own arena and keeps freed blocks in it, so the memory the engine's thread freed (prefix cache, KV buffers,
+logits) stays resident while the training thread allocates its activations elsewhere, and the two phases' peaks add
+up. ``malloc_trim(0)`` hands every arena's free pages back to the kernel between the phases.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import logging
 from pathlib import Path
 
@@ -58,3 +66,22 @@ class PeakRSS:
             metrics["memory/peak_rss_gb"] = peak / GB
         self.start()
         return metrics
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    if trim is None:
+        logger.info("the C library has no malloc_trim: freed memory is returned to the OS by its allocator alone")
+    return trim
+
+
+def release_free_memory() -> bool:
+    """Return the free memory of every malloc arena to the OS (glibc); False where that is not available."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
