@@ -94,6 +94,7 @@ def overrides(args: argparse.Namespace, data: Path) -> list[str]:
         f"trainer.policy_mini_batch_size={args.prompts}",
         "trainer.micro_train_batch_size_per_gpu=8",
         "trainer.micro_forward_batch_size_per_gpu=16",
+        "trainer.use_sample_packing=true",
         f"trainer.seed={args.seed}",
         "trainer.eval_interval=-1",
         "trainer.eval_before_train=false",
