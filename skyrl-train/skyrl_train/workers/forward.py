@@ -34,6 +34,7 @@ from torch import nn
 from skyrl_train.algorithms import compute_entropy
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.packing import packed_logits
+from skyrl_train.workers.shared_prefix import SharedPrefix, shared_prefix_length
 
 __all__ = [
     "effective_temperature",
@@ -41,8 +42,10 @@ __all__ = [
     "position_ids_from_attention_mask",
     "response_logprobs",
     "batched_response_logprobs",
+    "batch_prefix",
     "trim_padding",
     "pad_response",
+    "shared_prefix_length",
 ]
 
 
@@ -96,6 +99,7 @@ def response_logprobs(
     entropy_grad: bool = True,
     share_prefix: bool = True,
     pack: bool = False,
+    prefix: SharedPrefix | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logprobs ``[B, R]`` of the last ``R = response_length`` tokens of ``sequences`` under ``model``.
 
@@ -104,19 +108,21 @@ def response_logprobs(
     a graph through the vocabulary softmax (for a metric only). Both are 0 on response padding.
     ``share_prefix=False`` runs every row through the whole model even when the rows share a prompt prefix.
     ``pack=True`` runs the rows as one packed row without padding (`skyrl_train.workers.packing`); each row's real
-    tokens must then be contiguous.
+    tokens must then be contiguous. ``prefix``: a prefix every row starts with, already computed (e.g. once for all
+    micro-batches of a mini-batch); it must end before each row's last prompt token.
     """
     seqs, mask, kept = trim_padding(sequences, attention_mask, response_length)
     batch_size = sequences.shape[0]
     if kept == 0:
         zeros = sequences.new_zeros((batch_size, response_length), dtype=torch.float32)
         return zeros, (zeros.clone() if with_entropy else None)
-    shared = _shareable_prefix(model, seqs, mask, kept + 1) if share_prefix else 0
+    if prefix is None and share_prefix:
+        prefix = SharedPrefix.of_rows(model, seqs, mask, kept + 1)
     if pack:
-        logits, rows, columns = packed_logits(model, seqs, mask, kept, shared)
+        logits, rows, columns = packed_logits(model, seqs, mask, kept, prefix)
         targets, response_mask = seqs[:, -kept:][rows, columns], None
     else:
-        logits = _last_logits(model, seqs, mask, kept + 1, shared)[:, :-1, :]
+        logits = _last_logits(model, seqs, mask, kept + 1, prefix)[:, :-1, :]
         targets, response_mask = seqs[:, -kept:], mask[:, -kept:]
     if logits.dtype != torch.float32:
         logits = logits.float()
@@ -139,19 +145,12 @@ def response_logprobs(
     )
 
 
-def _shareable_prefix(model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int) -> int:
-    """How many leading tokens all rows share and can compute once (0 when not worth it or not possible): never
-    the last `keep` columns, and nothing under activation checkpointing, which recomputes layers without a cache."""
-    if seqs.shape[0] < 2 or getattr(model, "is_activation_checkpointing", False):
-        return 0
-    shared = shared_prefix_length(seqs, mask, seqs.shape[1] - keep)
-    return shared if shared >= _MIN_SHARED_PREFIX else 0
-
-
-def _last_logits(model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, shared: int) -> torch.Tensor:
-    """Logits of the last `keep` columns of left-padded `seqs`, computing the first `shared` tokens of every row (a
-    prefix they all start with) only once."""
-    if not shared:
+def _last_logits(
+    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, prefix: SharedPrefix | None
+) -> torch.Tensor:
+    """Logits of the last `keep` columns of left-padded `seqs`, reading the tokens of `prefix` (which every row
+    starts with) from its cache instead of computing them."""
+    if prefix is None:
         return model(
             input_ids=seqs,
             attention_mask=mask,
@@ -159,14 +158,8 @@ def _last_logits(model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep:
             use_cache=False,
             logits_to_keep=keep,
         ).logits
-    rows = seqs.shape[0]
+    rows, shared = seqs.shape[0], prefix.length
     starts = mask.long().argmax(dim=1)
-    first = int(starts[0])
-    prefix = seqs[:1, first : first + shared]
-    past = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
-    for layer in past.layers:
-        layer.keys = layer.keys.expand(rows, -1, -1, -1)
-        layer.values = layer.values.expand(rows, -1, -1, -1)
     # Row i's prefix ends at column starts[i] + shared; its own tokens follow. Cut every row at the earliest such
     # end and hide the prefix tokens of rows whose prefix ends later (they are in the cache already).
     cut = int(starts.min()) + shared
@@ -176,28 +169,10 @@ def _last_logits(model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep:
         input_ids=seqs[:, cut:],
         attention_mask=torch.cat([own.new_ones(rows, shared), own], dim=1),
         position_ids=positions,
-        past_key_values=past,
+        past_key_values=prefix.cache(rows),
         use_cache=True,
         logits_to_keep=keep,
     ).logits
-
-
-def shared_prefix_length(seqs: torch.Tensor, mask: torch.Tensor, end: int) -> int:
-    """How many leading real tokens all rows of left-padded `seqs` have in common, counting only tokens before
-    column `end` in every row (so that columns from `end` on hold each row's own tokens)."""
-    if not bool(mask.any(dim=1).all()):
-        return 0
-    starts = mask.long().argmax(dim=1)
-    span = end - int(starts.max())
-    if span <= 0:
-        return 0
-    tokens = seqs.gather(1, starts[:, None] + torch.arange(span, device=seqs.device)[None, :])
-    differs = (tokens != tokens[:1]).any(dim=0)
-    return int(differs.long().argmax()) if bool(differs.any()) else span
-
-
-_MIN_SHARED_PREFIX = 32
-"""Shortest shared prefix (tokens) worth a forward pass of its own."""
 
 
 @contextmanager
@@ -211,21 +186,35 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
+def batch_prefix(model: nn.Module, batch: TrainingInputBatch) -> SharedPrefix | None:
+    """The prefix every row of ``batch`` shares before its last prompt token (`SharedPrefix.of_rows`), computed now;
+    None when there is none worth sharing."""
+    seqs, mask, kept = trim_padding(batch["sequences"], batch["attention_mask"], batch["response_mask"].shape[1])
+    return SharedPrefix.of_rows(model, seqs, mask, kept + 1) if kept else None
+
+
 @torch.no_grad()
 def batched_response_logprobs(
     model: nn.Module, batch: TrainingInputBatch, micro_batch_size: int, temperature: float, pack: bool = False
 ) -> torch.Tensor:
-    """``response_logprobs`` over a whole batch in micro-batches (each packed with ``pack``), in eval mode, without
-    grad.
+    """``response_logprobs`` over a whole batch in micro-batches (each packed with ``pack``, and then a prefix all rows
+    share computed once for all micro-batches), in eval mode, without grad.
 
     The response length ``R`` is the width of ``batch["response_mask"]``. Returns ``[B, R]`` float32 on the
     batch's device.
     """
     response_length = batch["response_mask"].shape[1]
     with eval_mode(model):
+        prefix = batch_prefix(model, batch) if pack else None
         chunks = [
             response_logprobs(
-                model, micro["sequences"], micro["attention_mask"], response_length, temperature, pack=pack
+                model,
+                micro["sequences"],
+                micro["attention_mask"],
+                response_length,
+                temperature,
+                pack=pack,
+                prefix=prefix,
             )[0]
             for micro in batch.chunk(micro_batch_size)
         ]

@@ -21,6 +21,8 @@ import torch
 from torch import nn
 from transformers import AttentionInterface
 
+from skyrl_train.workers.shared_prefix import SharedPrefix
+
 SEGMENT_ATTENTION = "skyrl_segments"
 """Name of `segment_attention` among transformers' attention implementations."""
 
@@ -112,20 +114,18 @@ def pack_rows(seqs: torch.Tensor, mask: torch.Tensor, shared: int) -> PackedRows
 
 
 def packed_logits(
-    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, response_length: int, shared: int
+    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, response_length: int, prefix: SharedPrefix | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The next-token logits behind every real response token, from one packed forward pass.
 
     The response is the last ``R = response_length`` columns of ``seqs``. Returns ``(logits [M, V], rows [M],
     columns [M])``: ``logits[j]`` are the logits the padded forward gives just before response token
-    ``(rows[j], columns[j])`` of the ``[B, R]`` response grid, for every real response token. The first ``shared``
-    real tokens of every row are computed once, as a prefix; they must end before each row's last prompt token
-    (0 shares nothing)."""
-    past = None
+    ``(rows[j], columns[j])`` of the ``[B, R]`` response grid, for every real response token. The tokens of
+    ``prefix``, which every row starts with, are read from its cache; it must end before each row's last prompt
+    token."""
+    shared = 0 if prefix is None else prefix.length
+    past = None if prefix is None else prefix.cache(1)
     starts = mask.long().argmax(dim=1)
-    if shared:
-        first = int(starts[0])
-        past = model(input_ids=seqs[:1, first : first + shared], use_cache=True, logits_to_keep=1).past_key_values
     packed = pack_rows(seqs, mask, shared)
     # Packed index of each padded column's token (-1: padding or shared prefix), to find the logits to keep.
     own = mask.bool() & (torch.arange(seqs.shape[1], device=seqs.device)[None, :] >= (starts + shared)[:, None])

@@ -45,8 +45,9 @@ from skyrl_train.algorithms import PolicyLossRegistry, compute_approx_kl, comput
 from skyrl_train.algorithms.policy_losses import LOG_RATIO_CLAMP
 from skyrl_train.models import load_causal_lm
 from skyrl_train.training_batch import TrainingInputBatch
-from skyrl_train.workers.forward import batched_response_logprobs, response_logprobs
+from skyrl_train.workers.forward import batch_prefix, batched_response_logprobs, response_logprobs
 from skyrl_train.workers.metrics import rollout_train_logprob_diff
+from skyrl_train.workers.shared_prefix import SharedPrefix
 from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, apply_lora, enable_gradient_checkpointing
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ class PolicyWorker(TrainableWorker):
             mini-batches per batch × update epochs).
         gradient_checkpointing, gradient_checkpointing_use_reentrant: ``trainer.gradient_checkpointing*``.
         sample_packing: ``trainer.use_sample_packing``: each micro-batch's rows go through the model packed into one
-            row without padding (`skyrl_train.workers.packing`), in the update and the old-logprob passes.
+            row without padding (`skyrl_train.workers.packing`), in the update and the old-logprob passes; a prefix
+            all rows of a mini-batch share is then computed once for all its micro-batches (`SharedPrefix`).
     """
 
     metric_prefix = "policy/"
@@ -104,6 +106,8 @@ class PolicyWorker(TrainableWorker):
         self.algorithm_config = algorithm_config
         self.temperature = temperature
         self.sample_packing = sample_packing
+        self._mini_batch_prefix: SharedPrefix | None = None
+        """While `forward_backward` runs with sample packing: the mini-batch's shared prefix, or None."""
         self.policy_loss_fn = PolicyLossRegistry.get(algorithm_config.policy_loss_type)
         self._old_logprobs_from_forward = False
         """Set by `ppo_train` for a batch without old logprobs (see there)."""
@@ -112,6 +116,23 @@ class PolicyWorker(TrainableWorker):
         """Logprobs ``[B, R]`` of the response tokens under the current weights (no grad, eval mode): the "old"
         logprobs (``action_log_probs``) of a PPO update."""
         return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature, self.sample_packing)
+
+    def forward_backward(self, mini_batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """See `TrainableWorker.forward_backward`. With sample packing, a prefix all rows of the mini-batch share runs
+        forward once; each micro-batch's backward stops at its keys and values, and the summed gradient goes through
+        the prefix's layers once at the end (the same gradient as recomputing it per micro-batch)."""
+        if not self.sample_packing:
+            return super().forward_backward(mini_batch, micro_batch_size)
+        self.model.train()
+        prefix = batch_prefix(self.model, mini_batch)
+        self._mini_batch_prefix = None if prefix is None else prefix.detached()
+        try:
+            metrics = super().forward_backward(mini_batch, micro_batch_size)
+            if self._mini_batch_prefix is not None:
+                self._mini_batch_prefix.backward()
+            return metrics
+        finally:
+            self._mini_batch_prefix = None
 
     # ----------------------------------------------------------------------------------------- loss
 
@@ -136,6 +157,7 @@ class PolicyWorker(TrainableWorker):
             with_entropy=True,
             entropy_grad=algo.use_entropy_loss,
             pack=self.sample_packing,
+            prefix=self._mini_batch_prefix,
         )
         old_logprobs = micro_batch["action_log_probs"]
         if self._old_logprobs_from_forward:

@@ -136,3 +136,17 @@ def test_a_policy_update_with_packing_gives_the_same_weights_losses_and_old_logp
     # a fraction of lr (1e-3 here, 4 steps): far below one step, far above float rounding.
     for name, value in weights_padded.items():
         torch.testing.assert_close(weights_packed[name], value, atol=1e-4, rtol=0, msg=name)
+
+
+def test_with_packing_a_mini_batch_runs_its_shared_prefix_once_for_all_micro_batches(build_policy, make_batch):
+    prompts, responses = (45, 50, 42, 48), (4, 2, 3, 1)
+    worker = build_policy(lora_rank=4, sample_packing=True)
+    batch = with_shared_prefix(make_batch(prompts, responses), prompts)
+    batch["action_log_probs"] = worker.compute_logprobs(batch, micro_batch_size=2)
+    shapes = []
+    worker.model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    worker.ppo_train(batch, mini_batch_size=4, micro_batch_size=2)
+    own = [p - SHARED + r for p, r in zip(prompts, responses, strict=True)]
+    assert shapes == [(1, SHARED), (1, own[0] + own[1]), (1, own[2] + own[3])]
