@@ -92,7 +92,7 @@ def overrides(args: argparse.Namespace, data: Path) -> list[str]:
         "trainer.epochs=1",
         f"trainer.train_batch_size={args.prompts}",
         f"trainer.policy_mini_batch_size={args.prompts}",
-        "trainer.micro_train_batch_size_per_gpu=16",
+        "trainer.micro_train_batch_size_per_gpu=8",
         "trainer.micro_forward_batch_size_per_gpu=16",
         "trainer.use_sample_packing=true",
         f"trainer.seed={args.seed}",
