@@ -42,7 +42,7 @@ class MergedLoRA:
                 continue
             weight = module.base_layer.weight
             delta = sum(
-                module.get_delta_weight(name) for name in module.active_adapters if name in module.lora_A.keys()
+                module.get_delta_weight(name) for name in module.active_adapters if name in module.lora_A
             )
             self._folded.append((module, weight.data))
             weight.data = weight.data + delta
