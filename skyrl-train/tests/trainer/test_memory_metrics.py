@@ -5,7 +5,6 @@ import json
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.config import load_config
 from skyrl_train.entrypoints.main_base import BasePPOExp
-from skyrl_train.utils.memory import rss_bytes
 
 
 def test_each_training_step_logs_its_peak_and_current_rss(tmp_path, tiny_model):
@@ -35,9 +34,9 @@ def test_each_training_step_logs_its_peak_and_current_rss(tmp_path, tiny_model):
         ]
     )
     BasePPOExp(cfg).run()
-    rss_now, lifetime_peak = rss_bytes()
     steps = [json.loads(line) for line in (exports / "metrics.jsonl").read_text().splitlines()]
     train = [s for s in steps if "trainer/global_step" in s]
     assert [s["trainer/global_step"] for s in train] == [1, 2]
     for step in train:
-        assert 0.05 < step["memory/rss_gb"] <= step["memory/peak_rss_gb"] <= lifetime_peak / 1e9
+        # GB, not bytes or kB: a tiny model's run stays far below 8 GB and far above 50 MB
+        assert 0.05 < step["memory/rss_gb"] <= step["memory/peak_rss_gb"] < 8
