@@ -121,6 +121,13 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads of both trainers (OMP_NUM_THREADS); default: torch's"
     )
+    parser.add_argument(
+        "--trl-grad-accum",
+        type=int,
+        default=1,
+        help="TRL trains each step's completions in this many micro-batches (default 1: all at once, its fastest; "
+        "4 cuts its peak memory)",
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder")
     args = parser.parse_args()
 
@@ -146,14 +153,15 @@ def main() -> None:
         "trl": Trainer(
             "trl",
             [args.trl_python, str(HERE / "trl_side.py"), *common, "--model", str(model)]
-            + ["--output-dir", str(workdir / "trl")],
+            + ["--output-dir", str(workdir / "trl"), "--grad-accum", str(args.trl_grad_accum)],
             workdir / "trl.log",
             args.threads,
         ),
     }
     print(
         f"logs in {workdir}; {args.warmup} warm-up + {args.steps} measured steps each, alternating; "
-        f"threads: {args.threads or 'torch default'}; load average at start: {os.getloadavg()[0]:.1f}"
+        f"threads: {args.threads or 'torch default'}; TRL micro-batches per step: {args.trl_grad_accum}; "
+        f"load average at start: {os.getloadavg()[0]:.1f}"
     )
     try:
         for step in range(total):

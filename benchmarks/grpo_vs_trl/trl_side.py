@@ -121,6 +121,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--output-dir", required=True)
+    parser.add_argument(
+        "--grad-accum", type=int, default=1, help="train the step's completions in this many micro-batches (default 1)"
+    )
     args = parser.parse_args()
 
     rows = task.make_rows(args.prompts * args.steps, args.seed)
@@ -139,8 +142,9 @@ def main() -> None:
         bf16=False,
         seed=args.seed,
         max_steps=args.steps,
-        per_device_train_batch_size=args.prompts * args.samples,
-        gradient_accumulation_steps=1,
+        # One generation of prompts x samples per optimizer step, trained in --grad-accum micro-batches.
+        per_device_train_batch_size=args.prompts * args.samples // args.grad_accum,
+        gradient_accumulation_steps=args.grad_accum,
         num_generations=args.samples,
         max_completion_length=args.max_new_tokens,
         temperature=1.0,
