@@ -186,11 +186,11 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def batch_prefix(model: nn.Module, batch: TrainingInputBatch) -> SharedPrefix | None:
+def batch_prefix(model: nn.Module, batch: TrainingInputBatch, for_micro_batches: bool = False) -> SharedPrefix | None:
     """The prefix every row of ``batch`` shares before its last prompt token (`SharedPrefix.of_rows`), computed now;
     None when there is none worth sharing."""
     seqs, mask, kept = trim_padding(batch["sequences"], batch["attention_mask"], batch["response_mask"].shape[1])
-    return SharedPrefix.of_rows(model, seqs, mask, kept + 1) if kept else None
+    return SharedPrefix.of_rows(model, seqs, mask, kept + 1, for_micro_batches) if kept else None
 
 
 @torch.no_grad()

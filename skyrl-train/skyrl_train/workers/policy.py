@@ -118,14 +118,14 @@ class PolicyWorker(TrainableWorker):
         return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature, self.sample_packing)
 
     def forward_backward(self, mini_batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
-        """See `TrainableWorker.forward_backward`. With sample packing, a prefix all rows of the mini-batch share runs
-        forward once; each micro-batch's backward stops at its keys and values, and the summed gradient goes through
-        the prefix's layers once at the end (the same gradient as recomputing it per micro-batch)."""
+        """See `TrainableWorker.forward_backward`. With sample packing, a prefix all rows of the mini-batch share is
+        computed once for all micro-batches; each micro-batch's backward stops at its keys and values, and the summed
+        gradient goes through the prefix's layers once at the end (`SharedPrefix`, ``for_micro_batches``): the same
+        gradient as computing it per micro-batch."""
         if not self.sample_packing:
             return super().forward_backward(mini_batch, micro_batch_size)
         self.model.train()
-        prefix = batch_prefix(self.model, mini_batch)
-        self._mini_batch_prefix = None if prefix is None else prefix.detached()
+        self._mini_batch_prefix = batch_prefix(self.model, mini_batch, for_micro_batches=True)
         try:
             metrics = super().forward_backward(mini_batch, micro_batch_size)
             if self._mini_batch_prefix is not None:

@@ -2,8 +2,8 @@
 group), run through the model once; the rows then attend to its keys and values instead of recomputing them.
 
 Gradients flow back through the shared keys and values, so results and gradients are those of running every row in
-full, up to float rounding. A prefix can also serve several micro-batches of one mini-batch (`detached`): each
-micro-batch's backward then stops at the prefix's keys and values and accumulates their gradient, and `backward`
+full, up to float rounding. A prefix can also serve several micro-batches of one mini-batch (``for_micro_batches``):
+each micro-batch's backward then stops at the prefix's keys and values and accumulates their gradient, and `backward`
 carries the sum through the prefix's own layers once, after the last micro-batch, instead of once per micro-batch.
 """
 
@@ -31,19 +31,46 @@ def shared_prefix_length(seqs: torch.Tensor, mask: torch.Tensor, end: int) -> in
     return int(differs.long().argmax()) if bool(differs.any()) else span
 
 
-class SharedPrefix:
-    """The keys and values of ``tokens`` ``[S]`` under ``model`` (with grad when grad is enabled)."""
+def _has_active_dropout(model: nn.Module) -> bool:
+    """Whether a forward pass of `model` draws dropout masks (then recomputing it would not give the same values)."""
+    if not model.training:
+        return False
+    if float(getattr(model.config, "attention_dropout", 0.0) or 0.0) > 0:
+        return True
+    return any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
 
-    def __init__(self, model: nn.Module, tokens: torch.Tensor):
+
+class SharedPrefix:
+    """The keys and values of ``tokens`` ``[S]`` under ``model`` (with grad when grad is enabled).
+
+    ``for_micro_batches`` (with grad enabled): the prefix serves several micro-batches that each run their own
+    backward. Its keys and values are then leaves that collect the gradient of every use, and `backward` carries
+    the sum through the prefix's layers once, after the last micro-batch. Unless the model draws dropout masks, the
+    prefix's forward first runs without grad and is recomputed in `backward`, so its activations are not held while
+    the micro-batches run (one extra forward of the prefix instead of one forward and backward per micro-batch).
+    """
+
+    def __init__(self, model: nn.Module, tokens: torch.Tensor, for_micro_batches: bool = False):
         self.length = int(tokens.numel())
-        self._config = model.config
-        past = model(input_ids=tokens[None, :], use_cache=True, logits_to_keep=1).past_key_values
-        self._kv = [(layer.keys, layer.values) for layer in past.layers]
-        self._computed: list[tuple[torch.Tensor, torch.Tensor]] | None = None
-        """With `detached`: the keys and values as computed, attached to the prefix's forward graph."""
+        self._model, self._tokens = model, tokens
+        self._deferred = for_micro_batches and torch.is_grad_enabled()
+        self._recompute = self._deferred and not _has_active_dropout(model)
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self._recompute):
+            kv = self._forward()
+        self._computed = kv if self._deferred and not self._recompute else None
+        """Deferred without recomputation: the keys and values as computed, attached to the prefix's graph."""
+        if self._deferred:
+            kv = [(k.detach().requires_grad_(), v.detach().requires_grad_()) for k, v in kv]
+        self._kv = kv
+
+    def _forward(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        past = self._model(input_ids=self._tokens[None, :], use_cache=True, logits_to_keep=1).past_key_values
+        return [(layer.keys, layer.values) for layer in past.layers]
 
     @classmethod
-    def of_rows(cls, model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int) -> SharedPrefix | None:
+    def of_rows(
+        cls, model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, for_micro_batches: bool = False
+    ) -> SharedPrefix | None:
         """The prefix all rows of left-padded ``seqs`` share before their last ``keep`` columns, or None when it is
         shorter than `MIN_SHARED_PREFIX`, there is one row, or the model recomputes layers (activation
         checkpointing cannot carry a cache)."""
@@ -53,34 +80,26 @@ class SharedPrefix:
         if shared < MIN_SHARED_PREFIX:
             return None
         first = int(mask.long().argmax(dim=1)[0])
-        return cls(model, seqs[0, first : first + shared])
-
-    def detached(self) -> SharedPrefix:
-        """Make the keys and values leaves that collect the gradient of every use; `backward` passes it on."""
-        self._computed = self._kv
-        self._kv = [
-            (k.detach().requires_grad_(k.requires_grad), v.detach().requires_grad_(v.requires_grad))
-            for k, v in self._kv
-        ]
-        return self
+        return cls(model, seqs[0, first : first + shared], for_micro_batches)
 
     def backward(self) -> None:
-        """After a `detached` prefix's uses ran their backward: back-propagate their summed gradient through the
-        prefix's forward pass."""
-        if self._computed is None:
-            raise RuntimeError("backward() is for a detached() prefix")
+        """After the micro-batches of a ``for_micro_batches`` prefix ran their backward: back-propagate their summed
+        gradient through the prefix's layers."""
+        if not self._deferred:
+            raise RuntimeError("backward() is for a prefix built with for_micro_batches and grad enabled")
+        computed = self._forward() if self._recompute else self._computed
         pairs = [
-            (computed, leaf.grad)
-            for computed_kv, leaf_kv in zip(self._computed, self._kv, strict=True)
-            for computed, leaf in zip(computed_kv, leaf_kv, strict=True)
-            if leaf.grad is not None
+            (tensor, leaf.grad)
+            for computed_kv, leaf_kv in zip(computed, self._kv, strict=True)
+            for tensor, leaf in zip(computed_kv, leaf_kv, strict=True)
+            if leaf.grad is not None and tensor.requires_grad
         ]
         if pairs:
-            torch.autograd.backward([computed for computed, _ in pairs], [grad for _, grad in pairs])
+            torch.autograd.backward([tensor for tensor, _ in pairs], [grad for _, grad in pairs])
 
     def cache(self, rows: int) -> DynamicCache:
         """A fresh cache holding the prefix for ``rows`` rows (broadcast views, no copy)."""
-        cache = DynamicCache(config=self._config)
+        cache = DynamicCache(config=self._model.config)
         for layer, (keys, values) in enumerate(self._kv):
             cache.update(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1), layer)
         return cache

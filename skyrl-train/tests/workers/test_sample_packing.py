@@ -138,7 +138,7 @@ def test_a_policy_update_with_packing_gives_the_same_weights_losses_and_old_logp
         torch.testing.assert_close(weights_packed[name], value, atol=1e-4, rtol=0, msg=name)
 
 
-def test_with_packing_a_mini_batch_runs_its_shared_prefix_once_for_all_micro_batches(build_policy, make_batch):
+def test_with_packing_a_mini_batch_shares_one_prefix_pass_across_micro_batches(build_policy, make_batch):
     prompts, responses = (45, 50, 42, 48), (4, 2, 3, 1)
     worker = build_policy(lora_rank=4, sample_packing=True)
     batch = with_shared_prefix(make_batch(prompts, responses), prompts)
@@ -149,4 +149,29 @@ def test_with_packing_a_mini_batch_runs_its_shared_prefix_once_for_all_micro_bat
     )
     worker.ppo_train(batch, mini_batch_size=4, micro_batch_size=2)
     own = [p - SHARED + r for p, r in zip(prompts, responses, strict=True)]
-    assert shapes == [(1, SHARED), (1, own[0] + own[1]), (1, own[2] + own[3])]
+    # The prefix without grad, each micro-batch packed, then the prefix again with grad for the summed backward.
+    assert shapes == [(1, SHARED), (1, own[0] + own[1]), (1, own[2] + own[3]), (1, SHARED)]
+
+
+@pytest.mark.parametrize("attention_dropout, prefix_passes", [(0.0, 2), (0.1, 1)])
+def test_a_prefix_shared_by_micro_batches_is_recomputed_for_its_backward_only_without_dropout(
+    model, attention_dropout, prefix_passes
+):
+    from skyrl_train.workers.shared_prefix import SharedPrefix
+
+    calls = []
+    handle = model.register_forward_pre_hook(lambda module, args, kwargs: calls.append(1), with_kwargs=True)
+    model.config.attention_dropout = attention_dropout
+    model.train()
+    try:
+        prefix = SharedPrefix(model, torch.arange(7, 7 + SHARED), for_micro_batches=True)
+        cache = prefix.cache(1)
+        (cache.layers[0].keys.sum() + cache.layers[-1].values.sum()).backward()
+        prefix.backward()
+    finally:
+        handle.remove()
+        model.config.attention_dropout = 0.0
+        model.eval()
+    assert len(calls) == prefix_passes
+    assert all(p.grad is not None for p in model.model.embed_tokens.parameters())
+    model.zero_grad(set_to_none=True)
