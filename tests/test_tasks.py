@@ -219,10 +219,31 @@ def test_tau_bench_run_passes_overrides_the_config_and_the_env_accept(tmp_path):
     assert (tmp_path / "data" / "tau_bench" / "retail" / "train.jsonl").stat().st_size > 0
 
 
+@pytest.mark.parametrize("name", ["gsm8k", "tau_bench"])
+def test_training_tasks_with_fsdp2_on_two_nodes_pass_overrides_the_config_accepts(tmp_path, name):
+    """No reference model of their own (no KL term / LoRA), so no ref placement: the config would refuse it."""
+    job = _job_command(
+        name,
+        tmp_path,
+        SKYPILOT_NODE_RANK="1",  # rank 1: no data generation; the dry run prints rank 0's job
+        STRATEGY="fsdp2",
+        USER_BASE_URL="http://10.0.0.9:8000/v1",
+        USER_MODEL="user-llm",
+    )
+    assert not any(o.startswith("trainer.placement.ref_") for o in job["overrides"])
+    cfg = load_config(job["command"][3:] + job["overrides"])
+    placement = cfg.trainer.placement
+    assert (cfg.trainer.strategy, placement.policy_num_nodes, placement.policy_num_gpus_per_node) == ("fsdp2", 2, 8)
+    # each node's own disk: with S3_CHECKPOINT_BUCKET (test_training_tasks_declare_the_run_envs) every node's
+    # checkpoint shards go through S3
+    assert cfg.trainer.ckpt_path == f"{tmp_path}/run-1/ckpts"
+
+
 def test_grpo_run_is_refused_only_for_the_features_not_built_yet(tmp_path):
     # rank 1 skips the dataset check of /data/skyrl (mounted from S3 on a cluster); the dry run prints rank 0's job.
     job = _job_command("grpo", tmp_path, SKYPILOT_NODE_RANK="1", EXTRA_OVERRIDES="trainer.epochs=2")
     assert "trainer.placement.policy_num_nodes=2" in job["overrides"]
+    assert "trainer.placement.ref_num_nodes=2" in job["overrides"]  # full fine-tuning with a KL term: a ref model
     assert "generator.num_inference_engines=16" in job["overrides"]
     assert job["command"][-1] == "trainer.epochs=2"
     with pytest.raises(ConfigError) as refused:
@@ -267,12 +288,8 @@ def test_node_info_names_the_bad_variable(env, message):
 
 
 RUN_OVERRIDES = ["trainer.run_name=r", "trainer.ckpt_path=/out/r/ckpts", "trainer.export_path=/out/r/exports"]
-PLACEMENT_2x8 = [
-    "trainer.placement.policy_num_nodes=2",
-    "trainer.placement.policy_num_gpus_per_node=8",
-    "trainer.placement.ref_num_nodes=2",
-    "trainer.placement.ref_num_gpus_per_node=8",
-]
+PLACEMENT_2x8 = ["trainer.placement.policy_num_nodes=2", "trainer.placement.policy_num_gpus_per_node=8"]
+REF_PLACEMENT_2x8 = ["trainer.placement.ref_num_nodes=2", "trainer.placement.ref_num_gpus_per_node=8"]
 
 
 def test_single_process_overrides_ignore_the_cluster_shape():
@@ -282,9 +299,10 @@ def test_single_process_overrides_ignore_the_cluster_shape():
 
 def test_fsdp2_with_vllm_spans_every_gpu_with_colocated_engines():
     overrides = bootstrap.job_overrides(
-        _node(), "r", Path("/out"), strategy="fsdp2", backend="vllm", engine_tensor_parallel_size=2
+        _node(), "r", Path("/out"), strategy="fsdp2", backend="vllm", engine_tensor_parallel_size=2, ref_model=True
     )
-    assert overrides == RUN_OVERRIDES + ["trainer.strategy=fsdp2", "generator.backend=vllm"] + PLACEMENT_2x8 + [
+    fsdp2_vllm = ["trainer.strategy=fsdp2", "generator.backend=vllm"]
+    assert overrides == RUN_OVERRIDES + fsdp2_vllm + PLACEMENT_2x8 + REF_PLACEMENT_2x8 + [
         "generator.num_inference_engines=8",  # 16 GPUs / TP 2
         "generator.inference_engine_tensor_parallel_size=2",
     ]

@@ -2,6 +2,9 @@
 (both 127.0.0.1, distinct Ray ports) forms a real 2-node Ray cluster and trains 2 GRPO steps of a tiny model on CPU,
 writing checkpoints and eval dumps to a real S3-compatible server (moto); then the eval task's `run` command
 evaluates the step-2 checkpoint from S3 (exported, eval dumps to S3, report), and analyses the run's own dumps.
+
+With `STRATEGY=fsdp2` the policy has one rank on each node (1 fake GPU per node, gloo on the CPU), and each node keeps
+checkpoints on a disk of its own (`SKYRL_NODE_CKPT_PATH`), as cluster nodes do: every node uploads its shards to S3.
 """
 
 from __future__ import annotations
@@ -86,11 +89,15 @@ def _objects(endpoint: str, bucket: str, prefix: str) -> set[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(tmp_path, s3_server, s3_bucket):  # noqa: F811
+@pytest.mark.parametrize("strategy", ["single", "fsdp2"])
+def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(
+    tmp_path, s3_server, s3_bucket, strategy  # noqa: F811
+):
     gsm8k = _task("gsm8k")
     cluster = dict(
+        STRATEGY=strategy,
         SKYPILOT_NODE_IPS="127.0.0.1\n127.0.0.1",
-        SKYPILOT_NUM_GPUS_PER_NODE="0",
+        SKYPILOT_NUM_GPUS_PER_NODE="1" if strategy == "fsdp2" else "0",
         SKYRL_RAY_PORT=str(_free_ports(1)[0]),
         SKYRL_OUTPUT_DIR=str(tmp_path / "runs"),
         RUN_NAME=RUN_NAME,
@@ -104,8 +111,13 @@ def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(tmp_path, s3_
     )
     nodes = {}
     for rank in (1, 0):  # the worker first: it waits for the head, as on a cluster where nodes start in any order
+        node_disk = {"SKYRL_NODE_CKPT_PATH": str(tmp_path / f"node{rank}_disk")} if strategy == "fsdp2" else {}
         env = _task_env(
-            gsm8k, **cluster, SKYPILOT_NODE_RANK=str(rank), SKYRL_RAY_START_ARGS=_ray_node_args(head=rank == 0)
+            gsm8k,
+            **cluster,
+            **node_disk,
+            SKYPILOT_NODE_RANK=str(rank),
+            SKYRL_RAY_START_ARGS=_ray_node_args(head=rank == 0),
         )
         with open(tmp_path / f"node{rank}.log", "w") as log:  # the child keeps its own copy of the descriptor
             nodes[rank] = subprocess.Popen(
@@ -135,6 +147,10 @@ def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(tmp_path, s3_
     assert [json.loads(line)["step"] for line in metrics] == [0, 1, 2]  # eval before training, 2 training steps
     checkpoints = _objects(s3_server, s3_bucket, f"skyrl-gsm8k/{RUN_NAME}/")
     assert "global_step_2/MANIFEST.json" in checkpoints, sorted(checkpoints)
+    if strategy == "fsdp2":  # a rank on each node, each node's shard uploaded from that node
+        assert "policy ranks [0, 1] do not share trainer.ckpt_path with the driver" in job_log
+        shards = {"global_step_2/policy/model_optim/__0_0.distcp", "global_step_2/policy/model_optim/__1_0.distcp"}
+        assert shards <= checkpoints, sorted(checkpoints)
     dumps = _objects(s3_server, s3_bucket, f"evals/{RUN_NAME}/")
     assert {"global_step_0/aggregated_results.jsonl", "global_step_2/aggregated_results.jsonl"} <= dumps, dumps
 
@@ -166,6 +182,8 @@ def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(tmp_path, s3_
     assert _objects(s3_server, s3_bucket, "analysis/eval-step2/") == REPORT_FILES
 
     # Without a model, it analyses the dumps the training run wrote at each eval.
+    if strategy == "fsdp2":
+        return  # as with single
     analysis = _run_eval_task(_task_env(_task("eval"), **eval_env, EVAL_RUN_NAME=RUN_NAME, STEPS="0 2"))
     assert analysis.returncode == 0, analysis.stderr[-3000:]
     summary = json.loads((tmp_path / "runs" / "analysis" / RUN_NAME / "summary.json").read_text())

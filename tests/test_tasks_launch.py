@@ -33,6 +33,8 @@ def fake_sky(tmp_path: Path) -> Path:
             ok) echo "Job finished (status: SUCCEEDED)."; exit 0 ;;
             capacity) echo "{CAPACITY_ERROR}"; exit 1 ;;
             jobfail) echo "Job finished (status: FAILED)."; exit 100 ;;
+            setup_then_capacity) echo "⚙︎ Running setup on 2 nodes."; echo "{CAPACITY_ERROR}"; exit 1 ;;
+            job_then_capacity) echo "⚙︎ Job submitted, ID: 1"; echo "(head, rank=0) {CAPACITY_ERROR}"; exit 100 ;;
         esac
         """))
     script.chmod(0o755)
@@ -83,6 +85,15 @@ def test_a_failed_job_is_not_retried(fake_sky):
     assert "failed with status 100 (not a capacity error); not retrying" in result.stderr
 
 
+@pytest.mark.parametrize(("outcome", "status"), [("setup_then_capacity", 1), ("job_then_capacity", 100)])
+def test_a_capacity_error_after_the_task_started_is_not_retried(fake_sky, outcome, status):
+    """Once SkyPilot printed that the setup runs or the job was submitted, the job may have run: never again."""
+    result, calls = _launch(fake_sky, f"{outcome} ok", "gsm8k", "c5")
+    assert result.returncode == status
+    assert len(calls) == 1 and calls[0].startswith("launch ")
+    assert f"failed with status {status} after the task started on the cluster; not retrying" in result.stderr
+
+
 def test_unknown_task_is_refused_before_any_launch(fake_sky):
     result, calls = _launch(fake_sky, "ok", "nope", "c4")
     assert result.returncode == 2
@@ -97,14 +108,67 @@ def test_launch_workflow_dispatch_inputs_retries_and_final_sky_down():
     triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
     assert list(triggers) == ["workflow_dispatch"]
     inputs = triggers["workflow_dispatch"]["inputs"]
-    assert {"task", "model", "data_version", "resume_run_name", "nodes"} <= set(inputs)
+    assert {"task", "model", "checkpoint", "data_version", "resume_run_name", "nodes"} <= set(inputs)
     assert sorted(inputs["task"]["options"]) == sorted(p.stem for p in (REPO_ROOT / "tasks").glob("*.yaml"))
     steps = workflow["jobs"]["launch"]["steps"]
     launch = next(s for s in steps if s.get("name") == "Launch")
-    assert "bash scripts/cluster/launch.sh" in launch["run"]
+    assert "bash scripts/cluster/launch_args.sh" in launch["run"] and "bash scripts/cluster/launch.sh" in launch["run"]
+    assert {"TASK", "MODEL", "CHECKPOINT", "RESUME_RUN_NAME", "DATA_VERSION", "NODES"} <= set(launch["env"])
     secrets = {k: v for k, v in launch["env"].items() if "secrets." in str(v)}
     assert set(launch["env"]["LAUNCH_SECRETS"].split()) == set(secrets)  # every secret passed is a repository secret
     assert all(v == f"${{{{ secrets.{k} }}}}" for k, v in secrets.items())
     down = next(s for s in steps if s.get("name") == "sky down")
     assert down["if"] == "always()" and 'sky down --yes "$CLUSTER"' in down["run"]
     assert steps.index(down) > steps.index(launch)
+
+
+def _launch_args(**inputs: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MODEL", "CHECKPOINT", "RESUME_RUN_NAME", "NODES")}
+    return subprocess.run(
+        ["bash", "scripts/cluster/launch_args.sh"],
+        cwd=REPO_ROOT,
+        env={**env, "RUN_NAME": "r1", **inputs},
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"),
+    [
+        ({"CHECKPOINT": "s3://b/p/run/global_step_40"}, ["CHECKPOINT=s3://b/p/run/global_step_40"]),
+        ({"MODEL": "Qwen/Qwen3-8B"}, ["MODEL=Qwen/Qwen3-8B"]),
+        ({"RESUME_RUN_NAME": "gsm8k-1"}, ["EVAL_RUN_NAME=gsm8k-1"]),
+    ],
+    ids=["checkpoint", "model", "analyse-a-run"],
+)
+def test_the_workflow_passes_the_eval_task_a_checkpoint_a_model_or_a_run_to_analyse(inputs, expected):
+    result = _launch_args(TASK="eval", NODES="1", **inputs)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["--env", "RUN_NAME=r1", "--env", *expected]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"TASK": "eval"}, "eval takes exactly one of checkpoint, model or resume_run_name"),
+        ({"TASK": "eval", "MODEL": "m", "CHECKPOINT": "s3://b/c"}, "eval takes exactly one of"),
+        ({"TASK": "eval", "MODEL": "m", "NODES": "2"}, "eval runs on 1 node (nodes=2)"),
+        ({"TASK": "gsm8k", "CHECKPOINT": "s3://b/c"}, "checkpoint is read by the eval task only"),
+        ({"TASK": "gsm8k", "DATA_VERSION": "v1"}, "data_version is read by the grpo task only"),
+        ({"TASK": "tau_bench"}, "tau_bench needs user_base_url and user_model"),
+    ],
+)
+def test_inputs_a_task_cannot_take_are_refused_by_name(inputs, message):
+    result = _launch_args(**inputs)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_training_tasks_get_their_node_count_model_and_resume_run():
+    result = _launch_args(TASK="grpo", NODES="2", MODEL="m", RESUME_RUN_NAME="old", DATA_VERSION="v3")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        *("--env", "RUN_NAME=r1", "--num-nodes", "2", "--env", "MODEL=m", "--env", "RESUME_RUN_NAME=old"),
+        *("--env", "DATA_VERSION=v3"),
+    ]

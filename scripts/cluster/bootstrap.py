@@ -12,7 +12,10 @@ SKYPILOT_NUM_GPUS_PER_NODE):
   nothing here attaches with `address=auto`), waits until every node has joined, then runs the command with
   `RAY_ADDRESS` set to that head and the overrides of `job_overrides` appended: the run name (one name for W&B, the
   S3 prefixes and the log file), strategy and engine backend and, for `--strategy fsdp2`, the placement computed
-  from the node and GPU counts.
+  from the node and GPU counts (the reference model's too with `--ref-model`).
+  `trainer.ckpt_path` is on each node's own disk (under SKYRL_OUTPUT_DIR): with fsdp2 on 2+ nodes every node then
+  uploads its checkpoint shards to S3 (the tasks set S3_CHECKPOINT_BUCKET), and without S3 the trainer refuses to
+  start (skyrl-train/docs/distributed.md, "Checkpoints and exports").
   Its output is also written to `{SKYRL_OUTPUT_DIR}/{run_name}/job.log`. The exit status is the command's.
 - every other rank waits for the head, joins it, and stays until the head is gone (the job ended), then exits 0.
 
@@ -122,12 +125,14 @@ def job_overrides(
     strategy: str = "single",
     backend: str = "hf",
     engine_tensor_parallel_size: int = 1,
+    ref_model: bool = False,
 ) -> list[str]:
     """Config overrides rank 0 appends to the job's command.
 
     Always the run name, the checkpoint/export folders under `{output_dir}/{run_name}`, the strategy and the engine
     backend. `single` is one process on rank 0: the cluster shape does not change its config (other nodes idle).
-    With `fsdp2` the policy and ref workers span every GPU of every node, and
+    With `fsdp2` the policy workers (and with `ref_model`, a job whose reference is a model of its own: full
+    fine-tuning with a KL term, the ref workers, placed like the policy) span every GPU of every node, and
     - `vllm`: one engine per `engine_tensor_parallel_size` GPUs, colocated with the workers (upstream's default);
     - `hf`: the driver's own hf engine, so the workers are not colocated with engines (`colocate_all=false`).
     """
@@ -147,7 +152,7 @@ def job_overrides(
         return overrides
     if node.gpus_per_node < 1:
         raise BootstrapError("--strategy fsdp2 needs GPUs: SKYPILOT_NUM_GPUS_PER_NODE is 0")
-    for role in ("policy", "ref"):
+    for role in ("policy", "ref") if ref_model else ("policy",):
         overrides += [
             f"trainer.placement.{role}_num_nodes={node.num_nodes}",
             f"trainer.placement.{role}_num_gpus_per_node={node.gpus_per_node}",
@@ -288,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategy", default="single", help=f"trainer.strategy: {' or '.join(STRATEGIES)}")
     parser.add_argument("--backend", default="hf", help=f"generator.backend: {' or '.join(BACKENDS)}")
     parser.add_argument("--engine-tp", type=int, default=1, help="GPUs per vLLM engine (fsdp2 placement)")
+    parser.add_argument(
+        "--ref-model",
+        action="store_true",
+        help="the job's reference is a model of its own (full fine-tuning with a KL term): place it like the policy",
+    )
     parser.add_argument("--wait-seconds", type=float, default=600.0, help="how long to wait for the head and nodes")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the job's command (run on rank 0)")
     args = parser.parse_args(argv)
@@ -307,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             strategy=args.strategy,
             backend=args.backend,
             engine_tensor_parallel_size=args.engine_tp,
+            ref_model=args.ref_model,
         )
         log_file = output_dir / run_name / "job.log"
         if os.environ.get("SKYRL_BOOTSTRAP_DRY_RUN") == "1":

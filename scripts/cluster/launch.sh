@@ -6,8 +6,10 @@
 # Each attempt is one `sky launch` (attached: the job's logs stream here; `--down`: the cluster tears itself down when
 # the job ends, even if this machine dies). SkyPilot already fails over across the enabled clouds, regions and the
 # task's `any_of` GPU choices within an attempt; when every choice is out of capacity the attempt fails with a
-# capacity error, the half-made cluster is taken down, and the next attempt starts after a backoff that doubles. Any
-# other failure (the job failed, a bad YAML, missing credentials) stops at once with that status.
+# capacity error before the task started, the half-made cluster is taken down, and the next attempt starts after a
+# backoff that doubles. Any other failure (the task's setup or job failed, a bad YAML, missing credentials) stops at
+# once with that status; so does any failure once the task started (SkyPilot printed "Running setup on" or "Job
+# submitted, ID:"), so a job that ran is never launched twice.
 #
 #   SKY                     the sky command (default: sky)
 #   LAUNCH_ATTEMPTS         attempts before giving up on capacity (default 3)
@@ -31,6 +33,10 @@ attempts="${LAUNCH_ATTEMPTS:-3}"
 backoff="${LAUNCH_BACKOFF_SECONDS:-120}"
 # What SkyPilot prints when every region, cloud and GPU choice it tried was out of capacity (not: no cloud offers it).
 capacity_pattern='ResourcesUnavailableError|Failed to provision all possible launchable resources'
+# What SkyPilot (0.14) prints once the cluster is up and the task starts: its setup, then its job. A failure after
+# either is the task's own, and the job may already have run (and written checkpoints): it is never launched again,
+# whatever the rest of the log says (a job's own output may well mention a capacity error).
+started_pattern='Running setup on |Job submitted, ID: '
 
 secret_args=()
 for name in ${LAUNCH_SECRETS:-}; do
@@ -48,6 +54,10 @@ for ((attempt = 1; attempt <= attempts; attempt++)); do
     if [[ "$status" == 0 ]]; then
         echo "launch: $task finished on attempt $attempt"
         exit 0
+    fi
+    if grep -qE "$started_pattern" "$log"; then
+        echo "launch: failed with status $status after the task started on the cluster; not retrying" >&2
+        exit "$status"
     fi
     if ! grep -qE "$capacity_pattern" "$log"; then
         echo "launch: failed with status $status (not a capacity error); not retrying" >&2

@@ -17,6 +17,19 @@ import torch
 from skyrl_train.inference_engines.weight_version import WeightVersion
 from skyrl_train.models import DEFAULT_MODEL, load_tokenizer, make_tiny_causal_lm
 
+TINY_RUN_OVERRIDES = [
+    "trainer.train_batch_size=4",
+    "trainer.policy_mini_batch_size=4",
+    "trainer.micro_train_batch_size_per_gpu=4",
+    "trainer.micro_forward_batch_size_per_gpu=8",
+    "generator.n_samples_per_prompt=2",
+    "generator.sampling_params.max_generate_length=4",
+    "trainer.bf16=false",
+    "trainer.gradient_checkpointing=false",
+]
+"""Config overrides of a fast entrypoint run of the tiny model: 4 prompts x 2 samples a step in one mini-batch, 4 new
+tokens, fp32, no gradient checkpointing. Tests add the data, the model path, LoRA / KL and checkpoint keys."""
+
 
 def tiny_model_path(tokenizer_source: str | os.PathLike[str] = DEFAULT_MODEL, **kwargs) -> str:
     """Folder of the standard tiny test model: 2 layers, hidden size 64, random (seed 0) weights, with

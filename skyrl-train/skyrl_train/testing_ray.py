@@ -7,7 +7,8 @@
 - `two_node_ray` (module): two Ray nodes on this machine, each with 4 fake GPUs and 4 CPUs, started with
   ``ray start --head`` and ``ray start --address`` (distinct ports) as on a real cluster; this process connects as
   a driver. Both ``ray start --block`` processes run in a session of their own, and teardown signals exactly those
-  process groups, so no other Ray on the machine is touched.
+  process groups, so no other Ray on the machine is touched. `ray_nodes(...)` is the same for any number of nodes,
+  each with environment variables of its own.
 
 Both unset ``RAY_ADDRESS`` and set ``RAY_AUTH_MODE=disabled``: the clusters are private to the test and short-lived,
 and a test must not write a token into the home directory (see ``skyrl_train.distributed.cluster``).
@@ -33,9 +34,9 @@ FSDP2_CPU_OVERRIDES = [
     "trainer.strategy=fsdp2",
     "trainer.placement.colocate_all=false",
     "trainer.placement.policy_num_gpus_per_node=2",
-    "trainer.placement.ref_num_gpus_per_node=2",
 ]
-"""The fsdp2 overrides for a CPU machine (docs/distributed.md): 2 policy ranks, not colocated with the engine."""
+"""The fsdp2 overrides for a CPU machine (docs/distributed.md) with a LoRA policy, as the tests train: 2 policy ranks,
+not colocated with the engine (the reference, when a KL term is on, is the policy with its adapter off)."""
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -49,22 +50,29 @@ NODE_GPUS = 4
 NODE_CPUS = 4
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports (all sockets are held open until every port is chosen)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
 
 
-def _node_ports() -> list[str]:
-    """Every port a node binds, chosen free, so two nodes on one machine do not collide."""
+PORTS_PER_NODE = 6 + 32
+
+
+def _node_ports(ports: list[int]) -> list[str]:
+    """``ray start`` arguments for every port a node binds, from ``PORTS_PER_NODE`` distinct free ``ports`` (chosen
+    for all nodes at once: a port picked for one node's workers is not bound until a worker starts)."""
     return [
-        f"--node-manager-port={_free_port()}",
-        f"--object-manager-port={_free_port()}",
-        f"--dashboard-agent-listen-port={_free_port()}",
-        f"--dashboard-agent-grpc-port={_free_port()}",
-        f"--runtime-env-agent-port={_free_port()}",
-        f"--metrics-export-port={_free_port()}",
-        f"--worker-port-list={','.join(str(_free_port()) for _ in range(32))}",
+        f"--node-manager-port={ports[0]}",
+        f"--object-manager-port={ports[1]}",
+        f"--dashboard-agent-listen-port={ports[2]}",
+        f"--dashboard-agent-grpc-port={ports[3]}",
+        f"--runtime-env-agent-port={ports[4]}",
+        f"--metrics-export-port={ports[5]}",
+        f"--worker-port-list={','.join(str(port) for port in ports[6:])}",
     ]
 
 
@@ -101,42 +109,63 @@ def _stop(process: subprocess.Popen) -> None:
     process.wait()
 
 
-@pytest.fixture(scope="module")
-def two_node_ray() -> Iterator[str]:
-    """Yields the head's GCS address; this process is connected to it as a driver."""
+@contextlib.contextmanager
+def ray_nodes(
+    node_envs: list[dict[str, str]], num_cpus: int = NODE_CPUS, num_gpus: int = NODE_GPUS, connect: bool = True
+) -> Iterator[str]:
+    """One Ray node per entry of ``node_envs`` on this machine (the first is the head), each started by ``ray start``
+    with this process's environment plus its entry (e.g. a node-local setting such as ``SKYRL_NODE_CKPT_PATH``), with
+    ``num_cpus`` CPUs and ``num_gpus`` fake GPUs. Yields the head's GCS address; with ``connect``, this process is
+    a driver of the cluster meanwhile. Needs ``TEST_ENV`` in the environment (see ``two_node_ray``)."""
     import ray
 
     ray_cli = str(Path(sys.executable).with_name("ray"))
-    resources = [f"--num-gpus={NODE_GPUS}", f"--num-cpus={NODE_CPUS}", "--block", "--disable-usage-stats"]
+    resources = [f"--num-gpus={num_gpus}", f"--num-cpus={num_cpus}", "--block", "--disable-usage-stats"]
     processes: list[subprocess.Popen] = []
-    with pytest.MonkeyPatch.context() as monkeypatch, tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as logs:
-        _isolate_env(monkeypatch)
-        ray.shutdown()
-        address = f"127.0.0.1:{_free_port()}"
+    with tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as logs:
+        gcs_port, *ports = _free_ports(1 + PORTS_PER_NODE * len(node_envs))
+        address = f"127.0.0.1:{gcs_port}"
 
-        def start(*args: str, log: str) -> None:
+        def start(*args: str, log: str, env: dict[str, str]) -> None:
             path = Path(logs) / log
+            node_ports = ports[PORTS_PER_NODE * len(processes) : PORTS_PER_NODE * (len(processes) + 1)]
             with open(path, "w") as out:
                 process = subprocess.Popen(
-                    [ray_cli, "start", *args, *resources, *_node_ports()],
+                    [ray_cli, "start", *args, *resources, *_node_ports(node_ports)],
                     stdout=out,
                     stderr=subprocess.STDOUT,
-                    env=dict(os.environ),
+                    env={**os.environ, **env},
                     start_new_session=True,
                 )
             processes.append(process)
             _wait_for_start(path, process)
 
         try:
-            start("--head", f"--port={address.split(':')[1]}", "--include-dashboard=false", log="head.log")
-            start(f"--address={address}", log="worker.log")
+            head = ["--head", f"--port={address.split(':')[1]}", "--include-dashboard=false"]
+            start(*head, log="head.log", env=node_envs[0])
+            for index, env in enumerate(node_envs[1:], start=1):
+                start(f"--address={address}", log=f"worker{index}.log", env=env)
             ray.init(address=address)
-            _wait_for_nodes(2)
+            _wait_for_nodes(len(node_envs))
+            if not connect:
+                ray.shutdown()
             yield address
         finally:
             ray.shutdown()
             for process in reversed(processes):
                 _stop(process)
+
+
+@pytest.fixture(scope="module")
+def two_node_ray() -> Iterator[str]:
+    """Yields the head's GCS address; this process is connected to it as a driver."""
+    import ray
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _isolate_env(monkeypatch)
+        ray.shutdown()
+        with ray_nodes([{}, {}]) as address:
+            yield address
 
 
 def _wait_for_start(log: Path, process: subprocess.Popen) -> None:

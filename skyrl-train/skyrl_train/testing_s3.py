@@ -8,7 +8,8 @@
   boto3's standard chain finds them and no client can reach AWS), creates a fresh bucket and yields its name.
 
 Child processes get the same environment with ``{**os.environ, **s3_env(endpoint_url)}`` (`s3_bucket` already
-set it in `os.environ`). `s3_client(endpoint_url)` is a plain boto3 client for assertions.
+set it in `os.environ`). `s3_client(endpoint_url)` is a plain boto3 client for assertions; `s3_keys` and
+`complete_steps` list what a bucket holds.
 """
 
 from __future__ import annotations
@@ -52,6 +53,21 @@ def s3_env(endpoint_url: str) -> dict[str, str]:
 def s3_client(endpoint_url: str):
     """A boto3 client on the test server, built once per endpoint (the environment must hold `s3_env`)."""
     return make_s3_client(endpoint_url, REGION)
+
+
+def s3_keys(endpoint_url: str, bucket: str, prefix: str = "") -> list[str]:
+    """Every key below ``prefix`` in ``bucket``, sorted."""
+    pages = s3_client(endpoint_url).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(obj["Key"] for page in pages for obj in page.get("Contents", []))
+
+
+def complete_steps(endpoint_url: str, bucket: str, run_prefix: str) -> list[int]:
+    """The checkpoint steps under ``run_prefix`` (e.g. ``proj/run1``) that have a manifest, i.e. are complete."""
+    return sorted(
+        int(key.split("/")[-2].removeprefix("global_step_"))
+        for key in s3_keys(endpoint_url, bucket, f"{run_prefix}/")
+        if key.endswith("/MANIFEST.json") and key.count("/") == run_prefix.count("/") + 2
+    )
 
 
 def _free_port() -> int:

@@ -28,6 +28,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
 from skyrl_train.checkpoints.manager import CheckpointError, parse_step
+from skyrl_train.checkpoints.rank_uploads import RankUploads
 from skyrl_train.config import ConfigError, SkyRLConfig, build_config
 from skyrl_train.distributed.fsdp_workers import DCP_DIR
 from skyrl_train.storage import S3StorageError, S3Store, make_s3_client
@@ -60,6 +61,12 @@ def export_checkpoint(step_dir: str | os.PathLike, output: str | os.PathLike) ->
     cfg = checkpoint_config(step_dir)
     policy_dir = step_dir / POLICY_DIR
     if not (policy_dir / MODEL_FILE).is_file() and not (policy_dir / DCP_DIR).is_dir():
+        uploads = RankUploads.read(policy_dir)
+        if uploads is not None:  # fsdp2 on nodes without a shared ckpt_path: the shards only went to S3
+            raise CheckpointError(
+                f"{policy_dir}'s files were uploaded by the training ranks to {uploads.url()}: export the step from "
+                "its s3:// URL"
+            )
         raise CheckpointError(f"{policy_dir} holds neither {MODEL_FILE} (single) nor {DCP_DIR}/ (fsdp2)")
     t = cfg.trainer
     policy = PolicyWorker(t.policy, t.algorithm, dtype="bfloat16" if t.bf16 else "float32")

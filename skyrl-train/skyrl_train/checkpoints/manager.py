@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 LATEST_CKPT_FILE = "latest_ckpt_global_step.txt"
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 _WORK_DIR = re.compile(r"^\.global_step_\d+\.(partial|retired)-(\d+)(-[0-9a-f]+)?$")
+_STAGING_DIR = re.compile(r"^\.global_step_(\d+)\.partial-\d+$")
 
 
 class CheckpointError(RuntimeError):
@@ -71,6 +72,13 @@ def step_dir_name(global_step: int) -> str:
 
 def parse_step(path: Path) -> int | None:
     match = _STEP_DIR.match(path.name)
+    return int(match.group(1)) if match else None
+
+
+def written_step(path: Path) -> int | None:
+    """The step of a checkpoint folder, or of the staging folder a save is filling (`.global_step_N.partial-<pid>`):
+    for code that writes into the folder it is given (e.g. ranks naming their uploads by step)."""
+    match = _STEP_DIR.match(path.name) or _STAGING_DIR.match(path.name)
     return int(match.group(1)) if match else None
 
 

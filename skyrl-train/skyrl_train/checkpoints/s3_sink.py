@@ -12,6 +12,9 @@ last; a step is complete in S3 iff its manifest exists (and, on download, every 
   Another run's checkpoints are only a starting point: once this run has one, they are never looked at.
 - Steps committed locally but not complete in S3 when a run continues (an upload killed with the process)
   are uploaded again.
+- Files that fsdp2 ranks on other nodes uploaded themselves (listed in a role folder's ``UPLOADED_BY_RANKS.json``,
+  see ``rank_uploads``) join the step's manifest unchanged, after a size check; a step counts as uploading from
+  ``before_save`` on, so rotation never takes those files for an abandoned partial upload.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from functools import partial
 from pathlib import Path
 
 from skyrl_train.checkpoints.manager import CheckpointError, CheckpointManager, parse_step, step_dir_name
+from skyrl_train.checkpoints.rank_uploads import already_uploaded
 from skyrl_train.checkpoints.rotation import CheckpointState, RotationPlan, plan_rotation
 from skyrl_train.checkpoints.sink import CheckpointSink
 from skyrl_train.storage import (
@@ -72,6 +76,8 @@ class S3CheckpointSink(CheckpointSink):
     # -------------------------------------------------------------------------------------- hooks
 
     def before_save(self, manager: CheckpointManager, global_step: int) -> None:
+        with self._lock:  # from now on: fsdp2 ranks on other nodes may upload the step's files before its commit,
+            self._uploading.add(global_step)  # and rotation must not delete them as an abandoned partial upload
         self.rotate(manager)
 
     def after_save(self, manager: CheckpointManager, global_step: int, path: Path) -> None:
@@ -153,7 +159,8 @@ class S3CheckpointSink(CheckpointSink):
     def _upload(self, manager: CheckpointManager, global_step: int, path: Path) -> None:
         prefix = join_key(self.run_prefix, step_dir_name(global_step))
         try:
-            report = self.store.upload_folder(path, prefix)
+            uploaded = already_uploaded(path, self.store.bucket, prefix)
+            report = self.store.upload_folder(path, prefix, uploaded=uploaded)
         except (S3StorageError, ManifestError, OSError) as exc:
             logger.error("checkpoint %s NOT uploaded to %s: %s; local copy kept", path, self.url(global_step), exc)
             with self._lock:

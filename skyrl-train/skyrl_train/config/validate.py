@@ -52,19 +52,20 @@ def validate_cfg(cfg: SkyRLConfig) -> None:
 
 
 def policy_dp_size(cfg: SkyRLConfig) -> int:
-    """Data-parallel size of the policy: 1 for 'single', else workers / sequence-parallel size."""
+    """Data-parallel size of the policy: 1 for 'single', else its worker count (sequence parallelism is refused,
+    so every worker is a data-parallel rank)."""
     if cfg.trainer.strategy == "single":
         return 1
     p = cfg.trainer.placement
-    return max(1, p.policy_num_nodes * p.policy_num_gpus_per_node // max(1, cfg.trainer.policy.sequence_parallel_size))
+    return max(1, p.policy_num_nodes * p.policy_num_gpus_per_node)
 
 
 def critic_dp_size(cfg: SkyRLConfig) -> int:
-    """Data-parallel size of the critic: 1 for 'single', else workers / sequence-parallel size."""
+    """Data-parallel size of the critic: 1 for 'single', else its worker count (as ``policy_dp_size``)."""
     if cfg.trainer.strategy == "single":
         return 1
     p = cfg.trainer.placement
-    return max(1, p.critic_num_nodes * p.critic_num_gpus_per_node // max(1, cfg.trainer.critic.sequence_parallel_size))
+    return max(1, p.critic_num_nodes * p.critic_num_gpus_per_node)
 
 
 # ------------------------------------------------------------------------------------------- checks
@@ -184,14 +185,6 @@ def _check_placement(cfg: SkyRLConfig, problems: list[str]) -> None:
             f"trainer.strategy='single' runs one policy worker, but trainer.placement.policy_num_nodes x "
             f"policy_num_gpus_per_node = {policy_world}; set both to 1 or use trainer.strategy=fsdp2."
         )
-    if t.strategy == "fsdp2":
-        for role in ("policy", "critic", "ref"):
-            sp = getattr(t, role).sequence_parallel_size
-            world = getattr(p, f"{role}_num_nodes") * getattr(p, f"{role}_num_gpus_per_node")
-            if sp < 1 or world % sp:
-                problems.append(
-                    f"trainer.{role}.sequence_parallel_size ({sp}) must divide the {role} world size ({world})."
-                )
     if p.colocate_all and g.run_engines_locally:
         rollout = (
             g.num_inference_engines

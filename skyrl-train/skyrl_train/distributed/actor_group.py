@@ -14,7 +14,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from skyrl_train.distributed.placement import ReservedPlacement
+from skyrl_train.distributed.placement import ReservedPlacement, remove_placement_groups
 
 __all__ = ["ActorGroup", "DistributedActor"]
 
@@ -126,9 +126,7 @@ class ActorGroup:
     def kill(self) -> None:
         """Kill the actors and release their placement group (groups sharing it release it once)."""
         import ray
-        from ray.util.placement_group import placement_group_table, remove_placement_group
 
         for actor in self.actors:
             ray.kill(actor)
-        if placement_group_table(self.placement_group).get("state") != "REMOVED":
-            remove_placement_group(self.placement_group)
+        remove_placement_groups([self.placement_group])

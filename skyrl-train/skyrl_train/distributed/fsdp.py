@@ -6,8 +6,8 @@
 - ``fsdp_size``: -1 (or the world size) shards every parameter over all ranks; a divisor ``k`` of the world size
   shards over groups of ``k`` ranks and replicates across groups (HSDP, a 2-D mesh ``[world / k, k]``);
 - ``reshard_after_forward``: free the gathered parameters after each block's forward (re-gathered for backward);
-- ``cpu_offload``: keep the sharded parameters, gradients and optimizer state in CPU memory (GPU runs; on a CPU
-  run the parameters live there already, so it is refused rather than silently meaningless);
+- ``cpu_offload`` is not offered: it only applies to GPU ranks, nothing here runs on a GPU to verify it, and the
+  config refuses it (``skyrl_train.config.support``);
 - mixed precision (GPU with ``trainer.bf16``): compute in bf16, keep fp32 parameters and reduce gradients in fp32.
 
 FSDP *averages* gradients over the ranks of the mesh (gloo has no pre-scaled sum, so the divide factor stays at its
@@ -31,17 +31,11 @@ class FSDPSetup:
     """What ``shard_model`` needs besides the model: the role's ``fsdp_config``, device and precision."""
 
     def __init__(self, fsdp_config: Any, device: str, bf16: bool, role: str):
-        self.cpu_offload = bool(getattr(fsdp_config, "cpu_offload", False))
         self.reshard_after_forward = bool(getattr(fsdp_config, "reshard_after_forward", True))
         self.fsdp_size = int(getattr(fsdp_config, "fsdp_size", -1))
         self.device = device
         self.bf16 = bf16
         self.role = role
-        if self.cpu_offload and device == "cpu":
-            raise ValueError(
-                f"trainer.{role}.fsdp_config.cpu_offload=true offloads GPU parameters to CPU memory, but this run "
-                "trains on CPU; set it to false"
-            )
 
 
 def build_device_mesh(fsdp_size: int, device: str, role: str):
@@ -73,12 +67,10 @@ def shard_model(model: nn.Module, setup: FSDPSetup, forward_methods: tuple[str, 
     FSDP gathers the root's parameters around ``forward`` only; ``forward_methods`` names other entry points that
     need the same (e.g. the critic's ``values``).
     """
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 
     mesh = build_device_mesh(setup.fsdp_size, setup.device, setup.role)
     options: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": setup.reshard_after_forward}
-    if setup.cpu_offload:
-        options["offload_policy"] = CPUOffloadPolicy()
     if setup.bf16 and setup.device == "cuda":
         options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     blocks = _block_classes(model)

@@ -137,18 +137,34 @@ class FSDPTrainable(TrainableWorker):
 
 
 class FSDPPolicyWorker(PolicyWorker, FSDPTrainable):
-    """``PolicyWorker`` on one FSDP2 rank. ``setup`` says how to shard; other arguments as ``PolicyWorker``."""
+    """``PolicyWorker`` on one FSDP2 rank. ``setup`` says how to shard; ``export_dtype`` is the dtype of HF exports
+    (the training dtype, ``bfloat16`` with ``trainer.bf16``, as the single strategy exports, even where the sharded
+    weights are fp32 masters for GPU mixed precision); other arguments as ``PolicyWorker``.
 
-    def __init__(self, setup: FSDPSetup, policy_config: PolicyConfig, algorithm_config: AlgorithmConfig, **kwargs: Any):
+    The update runs every row through the whole model, never a shared prompt prefix once: that takes two forward
+    passes through the same blocks in one graph (the prefix's keys/values feed the rows' pass), and FSDP frees a
+    block's gathered weights after its first backward, before the prefix's part of the graph reaches it again.
+    """
+
+    _share_prefix_in_update = False
+
+    def __init__(
+        self,
+        setup: FSDPSetup,
+        policy_config: PolicyConfig,
+        algorithm_config: AlgorithmConfig,
+        export_dtype: str = "float32",
+        **kwargs: Any,
+    ):
         self._fsdp_setup = setup
         self._policy_config = policy_config
-        self._dtype = kwargs.get("dtype", "float32")
+        self._export_dtype = export_dtype
         super().__init__(policy_config, algorithm_config, **kwargs)
 
     def unsharded_model(self, state: dict[str, torch.Tensor]) -> nn.Module:
-        """A plain (CPU) copy of the policy built from the model path with ``state`` loaded: for exports."""
+        """A plain (CPU) copy of the policy in ``export_dtype``, built from the model path with ``state`` loaded."""
         config = self._policy_config
-        model = load_causal_lm(self.model_path, self._dtype, "cpu", **config.model_config_kwargs)
+        model = load_causal_lm(self.model_path, self._export_dtype, "cpu", **config.model_config_kwargs)
         if self.uses_lora:
             model = apply_lora(model, config.model.lora, task_type="CAUSAL_LM")
         model.load_state_dict(state)

@@ -18,7 +18,7 @@ reserves it on the cluster. The rules (also in ``docs/distributed.md``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "plan_placement",
     "create_placement_groups",
     "ranked_bundles",
+    "remove_placement_groups",
 ]
 
 COLOCATED_SHARE = 0.2
@@ -139,16 +140,21 @@ def create_placement_groups(plan: PlacementPlan, timeout_s: float = 180.0) -> di
     from ray.util.placement_group import placement_group, placement_group_table
 
     reserved = []
-    for bundles in plan.groups:
-        group = placement_group(list(bundles), strategy="PACK")
-        ready, _ = ray.wait([group.ready()], timeout=timeout_s)
-        if not ready:
-            raise TimeoutError(
-                f"the Ray cluster could not reserve {len(bundles)} bundles of {bundles[0]} within {timeout_s:.0f} s "
-                f"(cluster resources: {ray.cluster_resources()}); lower trainer.placement.* or add nodes"
-            )
-        order = ranked_bundles(placement_group_table(group)["bundles_to_node_id"])
-        reserved.append((group, order))
+    try:
+        for bundles in plan.groups:
+            group = placement_group(list(bundles), strategy="PACK")
+            reserved.append((group, None))
+            ready, _ = ray.wait([group.ready()], timeout=timeout_s)
+            if not ready:
+                raise TimeoutError(
+                    f"the Ray cluster could not reserve {len(bundles)} bundles of {bundles[0]} within "
+                    f"{timeout_s:.0f} s (cluster resources: {ray.cluster_resources()}); lower trainer.placement.* "
+                    "or add nodes"
+                )
+            reserved[-1] = (group, ranked_bundles(placement_group_table(group)["bundles_to_node_id"]))
+    except BaseException:  # release the groups already reserved (and the one pending)
+        remove_placement_groups(group for group, _ in reserved)
+        raise
     out = {}
     for role, role_placement in plan.roles.items():
         group, order = reserved[role_placement.group]
@@ -156,3 +162,12 @@ def create_placement_groups(plan: PlacementPlan, timeout_s: float = 180.0) -> di
             group, tuple(order[: role_placement.num_workers]), role_placement.share, plan.use_gpu
         )
     return out
+
+
+def remove_placement_groups(groups: Iterable[Any]) -> None:
+    """Remove each placement group that is not removed yet (several roles may share one)."""
+    from ray.util.placement_group import placement_group_table, remove_placement_group
+
+    for group in groups:
+        if placement_group_table(group).get("state") != "REMOVED":
+            remove_placement_group(group)

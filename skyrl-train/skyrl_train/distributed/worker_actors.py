@@ -11,11 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
+from skyrl_train.checkpoints.manager import CheckpointError
+from skyrl_train.checkpoints.rank_uploads import RankUploads
 from skyrl_train.distributed.actor_group import DistributedActor
-from skyrl_train.distributed.fsdp import FSDPSetup
+from skyrl_train.distributed.checkpoint_storage import RankStorage, read_probe, remove_probe, write_probe
+from skyrl_train.distributed.fsdp import FSDPSetup, all_gather_objects
 from skyrl_train.distributed.fsdp_workers import FSDPCriticWorker, FSDPPolicyWorker, sharded_ref_worker
+from skyrl_train.storage import ManifestEntry
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.utils.fs import remove_tree
 from skyrl_train.workers import RefWorker
 
 __all__ = ["CriticActor", "PolicyActor", "RefActor", "model_dtype"]
@@ -47,12 +53,60 @@ class _WorkerActor(DistributedActor):
     ) -> dict[str, float]:
         return self.worker.ppo_train(self._local(batch), mini_batch_size, micro_batch_size, update_epochs)
 
-    def save_checkpoint(self, folder: str) -> None:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        self.worker.save_checkpoint(folder)
+    # --------------------------------------------------------------- checkpoints (see checkpoint_storage)
 
-    def load_checkpoint(self, folder: str) -> None:
-        self.worker.load_checkpoint(folder)
+    ckpt_storage: RankStorage | None = None
+    """Set after the start-up probe; None: write to and read from the folders given (one machine)."""
+
+    def write_checkpoint_probe(self, ckpt_path: str, probe: str) -> str:
+        return write_probe(ckpt_path, probe, self.rank)
+
+    def read_checkpoint_probe(self, ckpt_path: str, probe: str) -> list[str]:
+        return read_probe(ckpt_path, probe)
+
+    def remove_checkpoint_probe(self, ckpt_path: str, probe: str) -> None:
+        remove_probe(ckpt_path, probe)
+
+    def set_checkpoint_storage(self, storage: RankStorage) -> None:
+        self.ckpt_storage = storage
+        if storage.s3 is not None and storage.leader:
+            storage.clear_scratch()
+
+    def save_checkpoint(self, folder: str, upload_prefix: str | None = None) -> list[ManifestEntry]:
+        """Write this rank's part of the checkpoint ``folder``; per node, the leaders upload their scratch folder to
+        ``upload_prefix`` and return what they uploaded."""
+        storage = self.ckpt_storage
+        if storage is None or storage.s3 is None:
+            local = storage.folder(folder) if storage else Path(folder)
+            local.mkdir(parents=True, exist_ok=True)
+            self.worker.save_checkpoint(local)
+            return []
+        local = storage.scratch_folder("save")
+        local.mkdir(parents=True, exist_ok=True)
+        self.worker.save_checkpoint(local)  # ends with a barrier: every rank's files are written
+        return storage.upload(local, upload_prefix) if storage.leader else []
+
+    def load_checkpoint(self, folder: str, source: RankUploads | None = None) -> None:
+        """Load the checkpoint ``folder``; per node, the leaders first download ``source`` into their scratch folder
+        (a download error on any node stops every rank with it)."""
+        storage = self.ckpt_storage
+        if storage is None or storage.s3 is None:
+            self.worker.load_checkpoint(storage.folder(folder) if storage else folder)
+            return
+        local = storage.scratch_folder("load")
+        error = None
+        if storage.leader:
+            try:
+                storage.download(source, local)
+            except Exception as exc:  # noqa: BLE001 - every rank must leave the collective below with the error
+                error = f"rank {self.rank}: {exc}"
+        errors = [e for e in all_gather_objects(error) if e]
+        if errors:
+            raise CheckpointError(f"could not download checkpoint files from {source.url()}: {'; '.join(errors)}")
+        self.worker.load_checkpoint(local)
+        dist.barrier()
+        if storage.leader:
+            remove_tree(local)
 
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
         return self.worker.trainable_state_dict()
@@ -65,7 +119,12 @@ class PolicyActor(_WorkerActor):
         t = trainer_config
         setup = FSDPSetup(t.policy.fsdp_config, self.device, t.bf16, "policy")
         self.worker = FSDPPolicyWorker(
-            setup, t.policy, t.algorithm, temperature=temperature, **self._common(t, num_training_steps)
+            setup,
+            t.policy,
+            t.algorithm,
+            export_dtype="bfloat16" if t.bf16 else "float32",
+            temperature=temperature,
+            **self._common(t, num_training_steps),
         )
         self.ref = RefWorker.sharing_policy(self.worker) if self.worker.uses_lora else None
 

@@ -15,14 +15,18 @@ from typing import Any
 
 import torch
 
+from skyrl_train.checkpoints.manager import CheckpointError, step_dir_name, written_step
+from skyrl_train.checkpoints.rank_uploads import RANK_UPLOADS_FILE, RankUploads
 from skyrl_train.distributed.actor_group import ActorGroup
+from skyrl_train.distributed.checkpoint_storage import RankStorage, probe_checkpoint_storage
 from skyrl_train.distributed.cluster import init_ray
-from skyrl_train.distributed.placement import create_placement_groups, plan_placement
+from skyrl_train.distributed.placement import create_placement_groups, plan_placement, remove_placement_groups
 from skyrl_train.distributed.sharding import shard_for_update, split_rows
 from skyrl_train.distributed.worker_actors import CriticActor, PolicyActor, RefActor
+from skyrl_train.storage import ManifestEntry, S3Settings, join_key
 from skyrl_train.training_batch import TrainingInputBatch
 
-__all__ = ["CriticWorkerGroup", "PolicyWorkerGroup", "RefWorkerGroup", "build_fsdp_workers"]
+__all__ = ["CriticWorkerGroup", "PolicyWorkerGroup", "RefWorkerGroup", "build_fsdp_workers", "release_workers"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,15 +55,44 @@ class _TrainableGroup(_WorkerGroup):
         )
         return results[0]
 
+    checkpoint_s3: S3Settings | None = None
+    """Set by ``use_checkpoint_storage`` when the ranks' files go through S3 (nodes without a shared ckpt_path)."""
+
+    def use_checkpoint_storage(self, storages: list[RankStorage]) -> None:
+        """Tell each rank where its checkpoint files go (``probe_checkpoint_storage``'s answer)."""
+        self.actors.run_per_rank("set_checkpoint_storage", [(storage,) for storage in storages])
+        self.checkpoint_s3 = storages[0].s3
+
     def save_checkpoint(self, folder: str | Path) -> None:
-        self.actors.run("save_checkpoint", str(folder))
+        """Every rank writes its part of ``folder``. Per node (S3), the ranks upload their files to the step's S3
+        prefix and ``folder`` receives the list of them (``UPLOADED_BY_RANKS.json``)."""
+        folder = Path(folder)
+        s3 = self.checkpoint_s3
+        if s3 is None:
+            self.actors.run("save_checkpoint", str(folder))
+            return
+        step = written_step(folder.parent)
+        if step is None:
+            raise CheckpointError(f"{folder}: fsdp2 ranks that upload their own files save into global_step_N/<role>")
+        prefix = join_key(s3.run_prefix(), step_dir_name(step), folder.name)
+        uploaded = [entry for entries in self.actors.run("save_checkpoint", str(folder), prefix) for entry in entries]
+        folder.mkdir(parents=True, exist_ok=True)
+        RankUploads(s3.bucket, prefix, tuple(sorted(uploaded, key=lambda entry: entry.path))).write(folder)
+        logger.info("the ranks uploaded %d checkpoint files to s3://%s/%s/", len(uploaded), s3.bucket, prefix)
 
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
         """The full trainable weights (LoRA: the adapter; else every weight), gathered from the ranks."""
         return self.actors.run("trainable_state_dict")[0]
 
     def load_checkpoint(self, folder: str | Path) -> None:
-        self.actors.run("load_checkpoint", str(folder))
+        """Every rank loads ``folder``; per node (S3), from the files its listing names (or, for a checkpoint saved
+        on one filesystem, from the step's S3 copy), downloaded onto every node first."""
+        folder = Path(folder)
+        if self.checkpoint_s3 is None:
+            self.actors.run("load_checkpoint", str(folder))
+            return
+        source = RankUploads.read(folder) or _s3_copy(self.checkpoint_s3, folder)
+        self.actors.run("load_checkpoint", str(folder), source)
 
 
 class PolicyWorkerGroup(_TrainableGroup):
@@ -101,13 +134,43 @@ class CriticWorkerGroup(_TrainableGroup):
         return self._forward("compute_values", batch, micro_batch_size)
 
 
+def _s3_copy(s3: S3Settings, role_folder: Path) -> RankUploads:
+    """The S3 copy of a role folder saved on one filesystem (no listing): the step's complete upload under this
+    run's prefix, else under ``trainer.resume_run_name``'s (the order the S3 sink fetches in)."""
+    step = written_step(role_folder.parent)
+    store = s3.store()
+    prefixes = [s3.run_prefix()] + ([s3.run_prefix(s3.resume_run_name)] if s3.resume_run_name else [])
+    for run_prefix in prefixes if step is not None else []:
+        manifest = store.read_manifest(join_key(run_prefix, step_dir_name(step)))
+        if manifest is not None:
+            role = f"{role_folder.name}/"
+            files = tuple(
+                ManifestEntry(e.path.removeprefix(role), e.size, e.sha256)
+                for e in manifest.files
+                if e.path.startswith(role)
+            )
+            return RankUploads(s3.bucket, join_key(run_prefix, step_dir_name(step), role_folder.name), files)
+    raise CheckpointError(
+        f"{role_folder} has no {RANK_UPLOADS_FILE} and no complete S3 copy under {prefixes}: the ranks on other "
+        "nodes cannot read it (resume it where its ranks shared one filesystem)"
+    )
+
+
 def build_fsdp_workers(
-    trainer_config: Any, temperature: float, num_training_steps: int | None
+    trainer_config: Any,
+    temperature: float,
+    num_training_steps: int | None,
+    *,
+    checkpoints: bool = False,
+    s3: S3Settings | None = None,
 ) -> tuple[PolicyWorkerGroup, RefWorkerGroup | None, CriticWorkerGroup | None]:
     """Connect to Ray, reserve ``trainer.placement``, start and build the policy / ref / critic groups.
 
     The ref group exists when a KL term is on; with LoRA it is the policy's own actors (adapter disabled), as in the
     single-process ``RefWorker.for_policy``. The critic exists when ``trainer.critic.model.path`` is set.
+    With ``checkpoints`` (the run saves or resumes), the trainable groups first probe where their ranks can keep
+    checkpoint files (``checkpoint_storage``): through ``s3`` (the run's S3 settings) when the nodes do not share
+    ``trainer.ckpt_path``, refused without S3. On failure nothing stays reserved or alive.
     """
     import ray
 
@@ -128,17 +191,33 @@ def build_fsdp_workers(
     use_gpu = ray.cluster_resources().get("GPU", 0) > 0
     reserved = create_placement_groups(plan_placement(t.placement, roles, use_gpu))
     actor_classes = {"policy": PolicyActor, "ref": RefActor, "critic": CriticActor}
-    groups = {role: ActorGroup(actor_classes[role], placement) for role, placement in reserved.items()}
-    for group in groups.values():
-        group.init_process_group()
-    pending = [actor.build.remote(t, temperature, num_training_steps) for actor in groups["policy"].actors]
-    if "ref" in groups:
-        pending += [actor.build.remote(t, temperature) for actor in groups["ref"].actors]
-    if "critic" in groups:
-        pending += [actor.build.remote(t, num_training_steps) for actor in groups["critic"].actors]
-    ray.get(pending)
+    groups: dict[str, ActorGroup] = {}
+    try:
+        for role, placement in reserved.items():
+            groups[role] = ActorGroup(actor_classes[role], placement)
+        storages = {}
+        for role in ("policy", "critic") if checkpoints else ():
+            if role in groups:
+                storages[role] = probe_checkpoint_storage(groups[role], t.ckpt_path, s3, role, t.run_name)
+        for group in groups.values():
+            group.init_process_group()
+        pending = [actor.build.remote(t, temperature, num_training_steps) for actor in groups["policy"].actors]
+        if "ref" in groups:
+            pending += [actor.build.remote(t, temperature) for actor in groups["ref"].actors]
+        if "critic" in groups:
+            pending += [actor.build.remote(t, num_training_steps) for actor in groups["critic"].actors]
+        ray.get(pending)
+        policy = PolicyWorkerGroup(groups["policy"], uses_lora)
+        critic = CriticWorkerGroup(groups["critic"]) if "critic" in groups else None
+        for role, group in (("policy", policy), ("critic", critic)):
+            if role in storages:
+                group.use_checkpoint_storage(storages[role])
+    except BaseException:  # a failed build leaves no actor alive and nothing reserved
+        for group in groups.values():
+            group.kill()
+        remove_placement_groups(placement.placement_group for placement in reserved.values())
+        raise
     logger.info("fsdp2 workers ready: %s", {role: group.world_size for role, group in groups.items()})
-    policy = PolicyWorkerGroup(groups["policy"], uses_lora)
     ref = None
     if needs_ref:
         ref = (
@@ -146,5 +225,12 @@ def build_fsdp_workers(
             if "ref" in groups
             else RefWorkerGroup(groups["policy"], "compute_ref_logprobs")
         )
-    critic = CriticWorkerGroup(groups["critic"]) if "critic" in groups else None
     return policy, ref, critic
+
+
+def release_workers(*workers: Any) -> None:
+    """Kill the actors of the fsdp2 worker groups among ``workers`` and remove their placement groups; single-process
+    workers and None are skipped, and a group already released (or shared, like the LoRA ref) is released once."""
+    for worker in workers:
+        if isinstance(worker, _WorkerGroup):
+            worker.actors.kill()

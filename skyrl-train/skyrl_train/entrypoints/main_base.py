@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from skyrl_train.checkpoints import CheckpointManager, S3CheckpointSink
+from skyrl_train.checkpoints import CheckpointError, CheckpointManager, ResumeMode, S3CheckpointSink
 from skyrl_train.config import ConfigError, SkyRLConfig, load_config
 from skyrl_train.dataset import PromptDataLoader, PromptDataset
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
@@ -94,7 +94,14 @@ class BasePPOExp:
         if t.strategy == "fsdp2":
             from skyrl_train.distributed.worker_groups import build_fsdp_workers
 
-            return build_fsdp_workers(t, self.cfg.generator.sampling_params.temperature, num_training_steps)
+            uses_checkpoints = t.ckpt_interval > 0 or ResumeMode.parse(t.resume_mode) is not ResumeMode.NONE
+            return build_fsdp_workers(
+                t,
+                self.cfg.generator.sampling_params.temperature,
+                num_training_steps,
+                checkpoints=uses_checkpoints,
+                s3=self.s3,
+            )
         common = dict(
             num_training_steps=num_training_steps,
             gradient_checkpointing=t.gradient_checkpointing,
@@ -183,6 +190,22 @@ class BasePPOExp:
         self.preflight(train_dataset, eval_dataset)
         optimizer_steps = len(train_loader) * t.epochs * (t.train_batch_size // t.policy_mini_batch_size)
         policy, ref, critic = self.get_workers(optimizer_steps * t.update_epochs_per_batch)
+        try:
+            self._train(tokenizer, train_loader, eval_loader, policy, ref, critic)
+        finally:
+            self.release_workers(policy, ref, critic)
+        self.write_report()
+
+    def release_workers(self, policy: PolicyWorker, ref: RefWorker | None, critic: CriticWorker | None) -> None:
+        """Free what `get_workers` holds beyond this process: with fsdp2, the Ray actors and placement groups (on
+        success and on any failure, so a driver that keeps running leaves nothing reserved on the cluster)."""
+        if self.cfg.trainer.strategy == "fsdp2":
+            from skyrl_train.distributed.worker_groups import release_workers
+
+            release_workers(policy, ref, critic)
+
+    def _train(self, tokenizer, train_loader, eval_loader, policy, ref, critic) -> None:
+        t = self.cfg.trainer
         engine_policy, sync_weights = policy, None
         if t.strategy == "fsdp2":  # the ranks hold the weights: the engine generates from a copy synced from them
             from skyrl_train.distributed.engine_sync import DriverPolicyCopy
@@ -223,7 +246,6 @@ class BasePPOExp:
                 if endpoint is not None:
                     endpoint.stop()
                 asyncio.run(engine.teardown())
-        self.write_report()
 
     def write_report(self) -> None:
         metrics_file = self.export_path / "metrics.jsonl"
@@ -252,8 +274,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_cli(argv: list[str] | None, doc: str, job: Callable[[SkyRLConfig], object]) -> int:
     """The entrypoints' command line: `-h` prints `doc`; the overrides in `argv` (default: sys.argv[1:]) are loaded
-    and validated (exit 2 naming every bad key), then `job(cfg)` runs (exit 1 when a preflight or the
-    infrastructure-failure check stops it, with the reason on stderr)."""
+    and validated (exit 2 naming every bad key), then `job(cfg)` runs (exit 1 when a preflight, the
+    infrastructure-failure check or a checkpoint problem stops it, with the reason on stderr)."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["-h"], ["--help"]):
         print(doc)
@@ -266,7 +288,7 @@ def run_cli(argv: list[str] | None, doc: str, job: Callable[[SkyRLConfig], objec
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         job(cfg)
-    except (PreflightError, InfraFailureError) as e:
+    except (PreflightError, InfraFailureError, CheckpointError) as e:
         print(f"Stopped: {e}", file=sys.stderr)
         return 1
     return 0

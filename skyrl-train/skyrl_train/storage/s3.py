@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -100,30 +100,27 @@ class S3Store:
     # -------------------------------------------------------------------------------------- folders
 
     def upload_folder(
-        self, folder: Path, prefix: str, transform: Callable[[bytes], bytes] | None = None
+        self,
+        folder: Path,
+        prefix: str,
+        transform: Callable[[bytes], bytes] | None = None,
+        uploaded: Sequence[ManifestEntry] = (),
     ) -> UploadReport:
         """Upload every file below `folder` to `prefix/<relative path>`, then `prefix/MANIFEST.json`.
 
         An earlier manifest at `prefix` is deleted first (the folder is incomplete while it changes), objects of
         an earlier upload that are not part of this one are deleted, and every object's size is checked before
         the manifest is written. `transform` rewrites each file's bytes before upload (e.g. to scrub secrets);
-        the manifest then describes the uploaded bytes.
+        the manifest then describes the uploaded bytes. `uploaded` lists files other processes already put at
+        `prefix/<path>` (e.g. checkpoint shards uploaded from other nodes): they join the manifest, are kept and
+        size-checked, and a local file of the same path is not uploaded again.
         """
         start = time.perf_counter()
         manifest_key = join_key(prefix, MANIFEST_FILE)
         existing = self._list(prefix)
         self._delete_keys([key for key in existing if key == manifest_key])
-        entries = []
-        for relative, path in folder_files(folder):
-            key = join_key(prefix, relative)
-            what = f"upload of {path} to {self.url(key)}"
-            if transform is None:
-                entries.append(ManifestEntry(relative, path.stat().st_size, file_sha256(path)))
-                self._put(key, partial(open, path, "rb"), what)
-            else:
-                data = transform(path.read_bytes())
-                entries.append(ManifestEntry(relative, len(data), sha256_of(data)))
-                self._put(key, partial(io.BytesIO, data), what)
+        skip = {entry.path for entry in uploaded}
+        entries = [*uploaded, *self._put_files(folder, prefix, transform, skip)]
         manifest = Manifest(tuple(entries))
         stale = sorted(set(existing) - {join_key(prefix, e.path) for e in entries} - {manifest_key})
         self._delete_keys(stale)
@@ -133,6 +130,35 @@ class S3Store:
         return UploadReport(
             self.url(join_key(prefix)) + "/", len(entries), manifest.total_bytes, time.perf_counter() - start
         )
+
+    def upload_files(self, folder: Path, prefix: str) -> Manifest:
+        """Upload every file below `folder` to `prefix/<relative path>` and check each object's size; no manifest is
+        written (the caller lists the files in the manifest of an enclosing folder). Returns what was uploaded."""
+        manifest = Manifest(tuple(self._put_files(folder, prefix)))
+        self._check_sizes(prefix, manifest)
+        return manifest
+
+    def _put_files(
+        self,
+        folder: Path,
+        prefix: str,
+        transform: Callable[[bytes], bytes] | None = None,
+        skip: Collection[str] = (),
+    ) -> list[ManifestEntry]:
+        entries = []
+        for relative, path in folder_files(folder):
+            if relative in skip:
+                continue
+            key = join_key(prefix, relative)
+            what = f"upload of {path} to {self.url(key)}"
+            if transform is None:
+                entries.append(ManifestEntry(relative, path.stat().st_size, file_sha256(path)))
+                self._put(key, partial(open, path, "rb"), what)
+            else:
+                data = transform(path.read_bytes())
+                entries.append(ManifestEntry(relative, len(data), sha256_of(data)))
+                self._put(key, partial(io.BytesIO, data), what)
+        return entries
 
     def read_manifest(self, prefix: str) -> Manifest | None:
         """The manifest at `prefix`, or None if the folder has none (incomplete or absent)."""
@@ -159,7 +185,12 @@ class S3Store:
         manifest = self.read_manifest(prefix)
         if manifest is None:
             raise IntegrityError(f"{self.url(join_key(prefix))}/ has no {MANIFEST_FILE}: it is not a complete upload")
-        for entry in manifest.files:
+        self.download_files(prefix, manifest.files, dest)
+        return manifest
+
+    def download_files(self, prefix: str, files: Iterable[ManifestEntry], dest: Path) -> None:
+        """Download `prefix/<path>` of each entry to `dest/<path>`, checking its size and sha256."""
+        for entry in files:
             key = join_key(prefix, entry.path)
             target = dest / entry.path
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +200,6 @@ class S3Store:
                 raise IntegrityError(f"{self.url(key)} has {size} bytes, its manifest says {entry.size}")
             if file_sha256(target) != entry.sha256:
                 raise IntegrityError(f"{self.url(key)} does not match the sha256 in its manifest")
-        return manifest
 
     def list_folders(self, prefix: str) -> dict[str, bool]:
         """Sub-folders of `prefix` (first path component below it) -> whether each has a manifest (is complete)."""

@@ -79,6 +79,8 @@ class PolicyWorker(TrainableWorker):
 
     metric_prefix = "policy/"
     lr_metric = "policy_lr"
+    _share_prefix_in_update = True
+    """Whether the update's forward computes a prompt prefix its micro-batch rows share once (see ``forward``)."""
 
     def __init__(
         self,
@@ -122,7 +124,7 @@ class PolicyWorker(TrainableWorker):
         computed once for all micro-batches; each micro-batch's backward stops at its keys and values, and the summed
         gradient goes through the prefix's layers once at the end (`SharedPrefix`, ``for_micro_batches``): the same
         gradient as computing it per micro-batch."""
-        if not self.sample_packing:
+        if not (self.sample_packing and self._share_prefix_in_update):
             return super().forward_backward(mini_batch, micro_batch_size)
         self.model.train()
         self._mini_batch_prefix = batch_prefix(self.model, mini_batch, for_micro_batches=True)
@@ -156,6 +158,7 @@ class PolicyWorker(TrainableWorker):
             self.temperature,
             with_entropy=True,
             entropy_grad=algo.use_entropy_loss,
+            share_prefix=self._share_prefix_in_update,
             pack=self.sample_packing,
             prefix=self._mini_batch_prefix,
         )

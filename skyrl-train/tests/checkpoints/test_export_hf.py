@@ -14,9 +14,10 @@ from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints.export_hf import export_checkpoint, export_from_s3
 from skyrl_train.checkpoints.export_hf import main as export_main
 from skyrl_train.checkpoints.manager import CheckpointError
+from skyrl_train.checkpoints.rank_uploads import RankUploads
 from skyrl_train.config import load_config, to_dict
 from skyrl_train.entrypoints.main_base import main as train_main
-from skyrl_train.testing import tiny_model  # noqa: F401
+from skyrl_train.testing import TINY_RUN_OVERRIDES, tiny_model  # noqa: F401
 from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, subprocess_env
 
 
@@ -29,14 +30,7 @@ def run_overrides(tmp_path_factory, tiny_model):  # noqa: F811
         f"data.train_data=[{run / 'data' / 'train.parquet'}]",
         f"data.val_data=[{run / 'data' / 'validation.parquet'}]",
         f"trainer.policy.model.path={tiny_model}",
-        "trainer.train_batch_size=4",
-        "trainer.policy_mini_batch_size=4",
-        "trainer.micro_train_batch_size_per_gpu=4",
-        "trainer.micro_forward_batch_size_per_gpu=8",
-        "generator.n_samples_per_prompt=2",
-        "generator.sampling_params.max_generate_length=4",
-        "trainer.bf16=false",
-        "trainer.gradient_checkpointing=false",
+        *TINY_RUN_OVERRIDES,
         # Full fine-tuning with weight decay: the tiny model earns no reward (zero advantages), so only the decay moves
         # the weights, every one of them. (LoRA's merge is export_hf's, tested in tests/workers.)
         "trainer.policy.optimizer_config.lr=1e-2",
@@ -87,9 +81,14 @@ def test_sources_that_are_not_a_checkpoint_step_are_refused(s3_bucket, tmp_path)
         export_checkpoint(tmp_path, tmp_path / "out")
 
 
-def test_a_step_folder_without_policy_weights_is_refused(tiny_model, tmp_path):  # noqa: F811
+def test_a_step_folder_without_policy_weights_is_refused_and_rank_uploads_point_to_s3(
+    tiny_model, tmp_path  # noqa: F811
+):
     (tmp_path / "policy").mkdir()
     config = to_dict(load_config([f"trainer.policy.model.path={tiny_model}"], validate=False))
     torch.save({"global_step": 1, "config": config}, tmp_path / "trainer_state.pt")
     with pytest.raises(CheckpointError, match=r"policy holds neither model.safetensors \(single\) nor model_optim/"):
+        export_checkpoint(tmp_path, tmp_path / "out")
+    RankUploads("ckpts", "proj/run1/global_step_1/policy", ()).write(tmp_path / "policy")
+    with pytest.raises(CheckpointError, match=r"uploaded by the training ranks to s3://ckpts/proj/run1/global_step_1/"):
         export_checkpoint(tmp_path, tmp_path / "out")

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from skyrl_train.checkpoints import LATEST_CKPT_FILE, CheckpointError, CheckpointManager, S3CheckpointSink
+from skyrl_train.checkpoints.rank_uploads import RANK_UPLOADS_FILE, RankUploads
 from skyrl_train.storage import BackgroundUploader, RetryPolicy, S3Store
 from skyrl_train.testing_s3 import s3_client
 
@@ -211,3 +212,37 @@ def test_a_damaged_s3_checkpoint_stops_the_resume_with_a_clear_error(tmp_path, s
     with pytest.raises(CheckpointError, match=r"global_step_1/ is damaged .* delete its MANIFEST.json"):
         Run(tmp_path / "vm2", s3_server, s3_bucket).manager.resolve_resume("latest")
     assert listing(tmp_path / "vm2") == []
+
+
+def test_files_uploaded_by_ranks_on_other_nodes_join_the_manifest_and_survive_a_rotation_during_the_save(
+    tmp_path, s3_server, s3_bucket
+):
+    run = Run(tmp_path / "driver", s3_server, s3_bucket, keep_local=1)
+    store = run.sink.store
+
+    def write(folder):  # what the fsdp2 worker group does on nodes without a shared ckpt_path
+        shards = tmp_path / "node_b" / "scratch"
+        shards.mkdir(parents=True)
+        (shards / "__1_0.distcp").write_bytes(b"shard of rank 1")
+        uploaded = store.upload_files(shards, "proj/run1/global_step_1/policy")
+        (folder / "policy").mkdir()
+        RankUploads(s3_bucket, "proj/run1/global_step_1/policy", uploaded.files).write(folder / "policy")
+        run.sink.rotate(run.manager)  # e.g. after another step's upload: the step's files are not abandoned
+        (folder / "trainer_state.txt").write_text("1")
+
+    run.manager.save(1, write)
+    run.flush()
+    assert remote_keys(s3_server, s3_bucket) == [
+        "proj/run1/global_step_1/MANIFEST.json",
+        f"proj/run1/global_step_1/policy/{RANK_UPLOADS_FILE}",
+        "proj/run1/global_step_1/policy/__1_0.distcp",
+        "proj/run1/global_step_1/trainer_state.txt",
+    ]
+
+    resumed = Run(tmp_path / "fresh", s3_server, s3_bucket).manager.resolve_resume("latest")
+    assert (resumed / "policy" / "__1_0.distcp").read_bytes() == b"shard of rank 1"  # the manifest names it
+    listing_back = RankUploads.read(resumed / "policy")
+    assert (listing_back.url(), [e.path for e in listing_back.files]) == (
+        f"s3://{s3_bucket}/proj/run1/global_step_1/policy/",
+        ["__1_0.distcp"],
+    )

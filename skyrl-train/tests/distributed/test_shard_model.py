@@ -32,7 +32,7 @@ def _probe(rank: int, port: int, model_path: str, fsdp_size: int, reshard: bool,
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
         model = load_causal_lm(model_path)
-        config = SimpleNamespace(cpu_offload=False, reshard_after_forward=reshard, fsdp_size=fsdp_size)
+        config = SimpleNamespace(reshard_after_forward=reshard, fsdp_size=fsdp_size)
         shard_model(model, FSDPSetup(config, "cpu", bf16=False, role="policy"))
         embedding = model.model.embed_tokens.weight
         layer_weight = lambda: model.model.layers[0].self_attn.q_proj.weight  # noqa: E731 (re-read after forward)
@@ -70,7 +70,7 @@ def test_fsdp_size_and_reshard_after_forward_decide_the_layout(fsdp_size, reshar
 
 
 def test_an_fsdp_size_that_does_not_divide_the_world_names_the_key():
-    config = SimpleNamespace(cpu_offload=False, reshard_after_forward=True, fsdp_size=3)
+    config = SimpleNamespace(reshard_after_forward=True, fsdp_size=3)
     with pytest.raises(ValueError, match="trainer.critic.fsdp_config.fsdp_size=3 must be -1 or a positive divisor"):
         _build_mesh_on_one_rank(FSDPSetup(config, "cpu", bf16=False, role="critic"))
 
@@ -83,9 +83,3 @@ def _build_mesh_on_one_rank(setup: FSDPSetup) -> None:
         build_device_mesh(setup.fsdp_size, setup.device, setup.role)
     finally:
         dist.destroy_process_group()
-
-
-def test_cpu_offload_on_a_cpu_run_is_refused_by_name():
-    config = SimpleNamespace(cpu_offload=True, reshard_after_forward=True, fsdp_size=-1)
-    with pytest.raises(ValueError, match="trainer.ref.fsdp_config.cpu_offload=true"):
-        FSDPSetup(config, "cpu", bf16=False, role="ref")

@@ -123,3 +123,34 @@ def unused_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_upload_files_puts_the_files_and_no_manifest(tmp_path, store, s3_server, s3_bucket):
+    manifest = store.upload_files(make_folder(tmp_path / "shards", {"m/__1_0.distcp": b"shard1"}), "p/global_step_1/x")
+    assert keys(s3_server, s3_bucket) == ["p/global_step_1/x/m/__1_0.distcp"]
+    assert [(e.path, e.size, e.sha256) for e in manifest.files] == [
+        ("m/__1_0.distcp", 6, hashlib.sha256(b"shard1").hexdigest())
+    ]
+
+
+def test_upload_folder_lists_files_others_uploaded_keeps_them_and_does_not_upload_them_again(
+    tmp_path, store, s3_server, s3_bucket
+):
+    theirs = store.upload_files(make_folder(tmp_path / "node_b", {"policy/__1_0.distcp": b"B"}), "p/global_step_1")
+    folder = make_folder(tmp_path / "driver", {"state.pt": b"S", "policy/__1_0.distcp": b"not this one"})
+    store.upload_folder(folder, "p/global_step_1", uploaded=theirs.files)
+    manifest = json.loads(read(s3_server, s3_bucket, "p/global_step_1/MANIFEST.json"))
+    assert [(f["path"], f["size"]) for f in manifest["files"]] == [("policy/__1_0.distcp", 1), ("state.pt", 1)]
+    assert read(s3_server, s3_bucket, "p/global_step_1/policy/__1_0.distcp") == b"B"
+    store.download_folder("p/global_step_1", tmp_path / "down")
+    assert (tmp_path / "down" / "policy" / "__1_0.distcp").read_bytes() == b"B"
+
+
+def test_upload_folder_refuses_a_listed_file_that_is_not_in_the_bucket(tmp_path, store, s3_server, s3_bucket):
+    theirs = store.upload_files(make_folder(tmp_path / "node_b", {"policy/__1_0.distcp": b"B"}), "p/global_step_1")
+    s3_client(s3_server).delete_object(Bucket=s3_bucket, Key="p/global_step_1/policy/__1_0.distcp")
+    with pytest.raises(S3StorageError, match="policy/__1_0.distcp has size None, expected 1"):
+        store.upload_folder(
+            make_folder(tmp_path / "driver", {"state.pt": b"S"}), "p/global_step_1", uploaded=theirs.files
+        )
+    assert "p/global_step_1/MANIFEST.json" not in keys(s3_server, s3_bucket)

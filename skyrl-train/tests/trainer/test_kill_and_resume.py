@@ -17,6 +17,7 @@ import pytest
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
+from skyrl_train.testing import TINY_RUN_OVERRIDES
 from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, subprocess_env
 from skyrl_train.training_batch import TrainingInputBatch
 
@@ -61,15 +62,8 @@ def train(run_dir, data_dir, model_path, kill_at=None, strategy="single"):
         f"data.train_data=[{data_dir / 'train.parquet'}]",
         "data.val_data=[]",
         f"trainer.policy.model.path={model_path}",
-        "trainer.train_batch_size=4",
-        "trainer.policy_mini_batch_size=4",
-        "trainer.micro_train_batch_size_per_gpu=4",
-        "trainer.micro_forward_batch_size_per_gpu=8",
-        "generator.n_samples_per_prompt=2",
-        "generator.sampling_params.max_generate_length=4",
+        *TINY_RUN_OVERRIDES,
         "trainer.max_prompt_length=512",
-        "trainer.bf16=false",
-        "trainer.gradient_checkpointing=false",
         "trainer.policy.model.lora.rank=4",
         "trainer.algorithm.use_kl_loss=false",
         "trainer.eval_interval=-1",

@@ -17,8 +17,9 @@ import pytest
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
+from skyrl_train.testing import TINY_RUN_OVERRIDES
 from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, subprocess_env
-from skyrl_train.testing_s3 import s3_client
+from skyrl_train.testing_s3 import complete_steps, s3_keys
 
 LAUNCHER = textwrap.dedent("""
     import os, signal, sys
@@ -55,16 +56,9 @@ def train(run_dir, data_dir, model_path, endpoint, bucket, kill_during_upload_of
         f"data.train_data=[{data_dir / 'train.parquet'}]",
         f"data.val_data=[{data_dir / 'validation.parquet'}]",
         f"trainer.policy.model.path={model_path}",
-        "trainer.train_batch_size=4",
-        "trainer.policy_mini_batch_size=4",
-        "trainer.micro_train_batch_size_per_gpu=4",
-        "trainer.micro_forward_batch_size_per_gpu=8",
+        *TINY_RUN_OVERRIDES,
         "trainer.eval_batch_size=2",
-        "generator.n_samples_per_prompt=2",
-        "generator.sampling_params.max_generate_length=4",
         "generator.eval_sampling_params.max_generate_length=4",
-        "trainer.bf16=false",
-        "trainer.gradient_checkpointing=false",
         "trainer.policy.model.lora.rank=4",
         "trainer.algorithm.use_kl_loss=false",
         "trainer.eval_before_train=false",
@@ -87,24 +81,14 @@ def train(run_dir, data_dir, model_path, endpoint, bucket, kill_during_upload_of
     )
 
 
-def remote_keys(endpoint, bucket, prefix):
-    pages = s3_client(endpoint).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return sorted(obj["Key"] for page in pages for obj in page.get("Contents", []))
-
-
-def complete_steps(endpoint, bucket):
-    keys = remote_keys(endpoint, bucket, "proj/run1/")
-    return sorted(int(k.split("/")[2].removeprefix("global_step_")) for k in keys if k.endswith("/MANIFEST.json"))
-
-
 @pytest.mark.parametrize("strategy", ["single", pytest.param("fsdp2", marks=pytest.mark.slow)])
 def test_a_run_killed_during_an_upload_resumes_from_the_newest_complete_s3_checkpoint(
     tmp_path, data_dir, tiny_model, s3_server, s3_bucket, strategy
 ):
     killed = train(tmp_path / "vm1", data_dir, tiny_model, s3_server, s3_bucket, "2", strategy)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    assert complete_steps(s3_server, s3_bucket) == [1]
-    assert len(remote_keys(s3_server, s3_bucket, "proj/run1/global_step_2/")) == 1  # partial, no manifest
+    assert complete_steps(s3_server, s3_bucket, "proj/run1") == [1]
+    assert len(s3_keys(s3_server, s3_bucket, "proj/run1/global_step_2/")) == 1  # partial, no manifest
 
     shutil.rmtree(tmp_path / "vm1")  # the machine is gone with its local checkpoints
     resumed = train(tmp_path / "vm2", data_dir, tiny_model, s3_server, s3_bucket, strategy=strategy)
@@ -112,15 +96,15 @@ def test_a_run_killed_during_an_upload_resumes_from_the_newest_complete_s3_check
     assert f"downloaded checkpoint global_step_1 from s3://{s3_bucket}/proj/run1/global_step_1/" in resumed.stderr
     assert "global_step_1 at step 1" in resumed.stderr
 
-    assert complete_steps(s3_server, s3_bucket) == [1, 2, 3]
+    assert complete_steps(s3_server, s3_bucket, "proj/run1") == [1, 2, 3]
     ckpts = tmp_path / "vm2" / "ckpts"
     assert sorted(p.name for p in ckpts.iterdir()) == ["global_step_3", LATEST_CKPT_FILE]
     assert (ckpts / LATEST_CKPT_FILE).read_text() == "3\n"
     assert "uploaded checkpoint global_step_3 to " in resumed.stderr
     if strategy == "fsdp2":  # both ranks' shards of the sharded policy checkpoint are in S3
-        shards = remote_keys(s3_server, s3_bucket, "proj/run1/global_step_3/policy/model_optim/")
+        shards = s3_keys(s3_server, s3_bucket, "proj/run1/global_step_3/policy/model_optim/")
         assert [key.rsplit("/", 1)[1] for key in shards] == [".metadata", "__0_0.distcp", "__1_0.distcp"]
 
-    eval_keys = remote_keys(s3_server, s3_bucket, "evals/run1/")
+    eval_keys = s3_keys(s3_server, s3_bucket, "evals/run1/")
     assert "evals/run1/global_step_3/aggregated_results.jsonl" in eval_keys
     assert "evals/run1/global_step_3/MANIFEST.json" in eval_keys
