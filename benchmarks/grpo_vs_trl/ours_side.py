@@ -5,7 +5,8 @@
 Run by `compare.py`. The run is `main_base`'s (`BasePPOExp`) with the config below and a single-turn env that
 scores the reply with `task.reward`; the tracker reports each step's metrics to the driver and waits for the next
 go-ahead. Phases are the trainer's own timers: `timing/generate`, `timing/fwd_logprobs_values_reward` (old
-logprobs), `timing/policy_train` (update), `timing/sync_weights`; the step is `timing/generate + timing/step`.
+logprobs), `timing/policy_train` (update), `timing/sync_weights`; the step is `timing/generate + timing/step`;
+memory is the trainer's `memory/peak_rss_gb` and `memory/rss_gb`.
 """
 
 from __future__ import annotations
@@ -61,12 +62,13 @@ class TurnTakingTracker(Tracking):
                 "reward": metrics["reward/avg_raw_reward"],
                 "completion_tokens": metrics["generate/rollout_tokens"],
                 "training_tokens": metrics.get("trainer/response_tokens"),
-                **stepping.rss_gb(),
+                # The trainer's own per-step memory metrics (it resets the RSS high-water mark after each step).
+                "rss_gb": metrics["memory/rss_gb"],
+                "peak_rss_gb": metrics["memory/peak_rss_gb"],
             }
         )
         if not stepping.wait_for_go():
             raise SystemExit(0)
-        stepping.reset_peak_rss()
 
 
 class Experiment(BasePPOExp):
