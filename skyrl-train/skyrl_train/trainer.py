@@ -235,13 +235,15 @@ class PPOTrainer:
         rows = training_batch.batch_size
         policy_rows = self._mini_batch_rows(cfg.trainer.policy_mini_batch_size, rows)
         micro_fwd = cfg.trainer.micro_forward_batch_size_per_gpu
-        with self._timer("fwd_logprobs_values_reward", metrics):
-            if self.critic is not None:
-                training_batch["values"] = self.critic.compute_values(training_batch, micro_fwd)
-            if self.ref is not None:
-                training_batch["base_action_log_probs"] = self.ref.compute_logprobs(training_batch, micro_fwd)
-            if not self._single_policy_update(policy_rows, rows):
-                training_batch["action_log_probs"] = self.policy.compute_logprobs(training_batch, micro_fwd)
+        old_logprobs_forward = not self._old_logprobs_from_update(policy_rows, rows)
+        if self.critic is not None or self.ref is not None or old_logprobs_forward:
+            with self._timer("fwd_logprobs_values_reward", metrics):  # only when one of these forwards runs
+                if self.critic is not None:
+                    training_batch["values"] = self.critic.compute_values(training_batch, micro_fwd)
+                if self.ref is not None:
+                    training_batch["base_action_log_probs"] = self.ref.compute_logprobs(training_batch, micro_fwd)
+                if old_logprobs_forward:
+                    training_batch["action_log_probs"] = self.policy.compute_logprobs(training_batch, micro_fwd)
         if self.kl_controller is not None:
             metrics.update(self._apply_kl_in_reward(training_batch))
 
@@ -293,10 +295,12 @@ class PPOTrainer:
         batch still gets `train_batch_size / mini_batch_size` optimizer steps."""
         return math.ceil(rows * mini_batch_size / self.cfg.trainer.train_batch_size)
 
-    def _single_policy_update(self, mini_batch_rows: int, rows: int) -> bool:
+    def _old_logprobs_from_update(self, mini_batch_rows: int, rows: int) -> bool:
         """True when the batch gets exactly one optimizer step (one epoch, one mini-batch) and no KL-in-reward: the
         old logprobs then equal the update's own forward pass, so the policy worker takes them from it (detached)
-        instead of a separate forward over the whole batch, which would cost as much as the update's forward."""
+        instead of a separate forward over the whole batch, which would cost as much as the update's forward.
+        The worker reports it as ``policy/old_logprobs_from_update_forward``; ``timing/fwd_logprobs_values_reward``
+        is then logged only if a ref or critic forward runs."""
         t = self.cfg.trainer
         return t.update_epochs_per_batch == 1 and mini_batch_rows >= rows and self.kl_controller is None
 

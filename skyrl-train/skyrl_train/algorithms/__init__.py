@@ -6,6 +6,8 @@ Modules:
   failures out of the baseline) and the zero-variance filter;
 - ``policy_losses``: ``regular``, ``dual_clip``, ``gspo`` (per-token loss + health metrics);
 - ``reductions``: ``token_mean``, ``sequence_mean``, ``seq_mean_token_sum_norm``, exact across micro-batches;
+- ``off_policy``: off-policy correction against the rollout logprobs (token / sequence TIS, outlier and sequence
+  masks) and its statistics;
 - ``kl``: ``k1``/``k2``/``k3``/``abs`` estimators, KL-in-reward penalty, fixed and adaptive controllers;
 - ``critic``: clipped value loss; ``entropy``: token entropy from logits;
 - ``registry``: ``AdvantageEstimatorRegistry``, ``PolicyLossRegistry``;

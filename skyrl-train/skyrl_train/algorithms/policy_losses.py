@@ -9,7 +9,9 @@ rollout_logprobs=None) -> (per_token_loss, metrics)``:
 - ``config``: the ``trainer.algorithm`` section (``AlgorithmConfig``); the losses read ``eps_clip_low``,
   ``eps_clip_high``, ``clip_ratio_c`` and ``loss_reduction``;
 - ``loss_mask``: ``[B, T]`` 0/1, 1 on tokens the model sampled (None: every token);
-- ``rollout_logprobs``: accepted for signature compatibility; off-policy correction is not applied here.
+- ``rollout_logprobs``: ``[B, T]`` the inference engine's logprobs of the sampled tokens, or None. The built-in
+  losses do not read them: the policy worker applies ``trainer.algorithm.off_policy_correction`` to the per-token
+  loss that any policy loss returns (``skyrl_train.algorithms.off_policy``), so a loss must not apply it again.
 
 The per-token loss is zero where ``loss_mask`` is 0. Reduce it with ``reduce_loss`` (reductions module).
 ``metrics`` are Python floats over the masked tokens of the given batch:

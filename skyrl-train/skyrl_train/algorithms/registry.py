@@ -23,7 +23,9 @@ Calling conventions (what the trainer passes):
 - policy loss (upstream's signature): ``fn(log_probs, old_log_probs, advantages, config, loss_mask=None,
   rollout_logprobs=None)`` with tensors ``[B,T]`` and ``config`` the ``trainer.algorithm`` section
   (``skyrl_train.config.schema.AlgorithmConfig``); returns ``(per_token_loss [B,T], metrics: dict[str, float])``.
-  The reduction to a scalar is done separately by ``reduce_loss`` so it stays correct across micro-batches.
+  The reduction to a scalar is done separately by ``reduce_loss`` so it stays correct across micro-batches, and the
+  off-policy correction (``trainer.algorithm.off_policy_correction``) is applied by the worker to the per-token loss
+  returned, whatever the loss (``skyrl_train.algorithms.off_policy``).
 
 Registrations live in the process that makes them; a multi-process launcher must import the module that
 registers custom functions in every worker.

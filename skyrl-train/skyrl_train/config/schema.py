@@ -188,11 +188,13 @@ class KLCtrlConfig:
 @dataclass
 class OffPolicyCorrectionConfig:
     tis_ratio_type: str | None = knob(
-        None, "Truncated importance sampling vs rollout logprobs: null, 'token' or 'sequence'."
+        None, "Truncated importance sampling of the loss by exp(old - rollout logprobs): null, 'token' or 'sequence'."
     )
     token_tis_ratio_clip_high: float = knob(2.0, "Upper clip of the per-token TIS ratio.")
-    sequence_tis_ratio_clip_high: float = knob(5.0, "Upper clip of the per-sequence TIS ratio.")
-    sequence_mask_metric: str | None = knob(None, "Mask sequences by ratio: null, 'product' or 'geometric'.")
+    sequence_tis_ratio_clip_high: float = knob(5.0, "Upper clip of the per-sequence TIS ratio (product over tokens).")
+    sequence_mask_metric: str | None = knob(
+        None, "Drop sequences whose ratio is out of bounds: null, 'product' or 'geometric' (mean of log-ratios)."
+    )
     geo_mask_high: float = knob(1.01, "Upper bound of the geometric-mean ratio mask.")
     geo_mask_low: float = knob(0.99, "Lower bound of the geometric-mean ratio mask.")
     product_mask_high: float = knob(2.0, "Upper bound of the product ratio mask.")
@@ -203,6 +205,15 @@ class OffPolicyCorrectionConfig:
     outlier_token_is_threshold_high: float | None = knob(
         None, "Mask sequences with any token ratio above this; null = off."
     )
+
+    def enabled(self) -> bool:
+        """Whether any rule is on (TIS, the sequence mask or an outlier threshold)."""
+        return (
+            self.tis_ratio_type is not None
+            or self.sequence_mask_metric is not None
+            or self.outlier_token_is_threshold_low is not None
+            or self.outlier_token_is_threshold_high is not None
+        )
 
 
 @dataclass
@@ -261,10 +272,11 @@ class AlgorithmConfig:
     eps_clip_high: float = knob(0.2, "PPO ratio clip above 1.")
     clip_ratio_c: float = knob(3.0, "Dual-clip constant c (dual_clip loss).")
     value_clip: float = knob(0.2, "Critic value clip.")
-    use_tis: bool = knob(False, "Deprecated: same as off_policy_correction.tis_ratio_type=token.")
+    use_tis: bool = knob(False, "Deprecated (warns): off_policy_correction.tis_ratio_type=token.")
     tis_imp_ratio_cap: float = knob(-1.0, "Deprecated: with use_tis, the token TIS clip (token_tis_ratio_clip_high).")
     off_policy_correction: OffPolicyCorrectionConfig = section(
-        OffPolicyCorrectionConfig, "Corrections for the rollout/trainer logprob mismatch."
+        OffPolicyCorrectionConfig,
+        "Corrections of the policy loss for the rollout/trainer logprob mismatch (needs sampling_params.logprobs=0).",
     )
     sapo: SAPOConfig = section(SAPOConfig, "SAPO loss settings.")
     dynamic_sampling: DynamicSamplingConfig = section(DynamicSamplingConfig, "DAPO-style dynamic sampling.")

@@ -47,7 +47,6 @@ _ENGINES = (
     "only the colocated hf engine runs, generating with the policy's own weights; "
     "vLLM and remote engines are not implemented yet"
 )
-_OFF_POLICY = "the policy loss does not apply off-policy correction (importance sampling vs rollout logprobs) yet"
 _NO_LOSS = "no built-in policy loss reads it ({} is not implemented); register a custom policy loss instead"
 
 NOT_IMPLEMENTED: dict[str, str] = {
@@ -72,18 +71,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.policy.model.lora.lora_sync_path": _ENGINES,
     "trainer.critic.model.lora.lora_sync_path": _ENGINES,
     # --- algorithm
-    "trainer.algorithm.use_tis": _OFF_POLICY,
-    "trainer.algorithm.tis_imp_ratio_cap": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.tis_ratio_type": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.sequence_tis_ratio_clip_high": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.sequence_mask_metric": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.geo_mask_high": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.geo_mask_low": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.product_mask_high": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.product_mask_low": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.outlier_token_is_threshold_low": _OFF_POLICY,
-    "trainer.algorithm.off_policy_correction.outlier_token_is_threshold_high": _OFF_POLICY,
     "trainer.algorithm.sapo.tau_pos": _NO_LOSS.format("the sapo loss"),
     "trainer.algorithm.sapo.tau_neg": _NO_LOSS.format("the sapo loss"),
     "trainer.algorithm.clip_cov.clip_ratio": _NO_LOSS.format("the clip_cov loss"),
@@ -192,6 +179,8 @@ KL_IN_REWARD_ONLY: tuple[str, ...] = tuple(
     f"trainer.algorithm.kl_ctrl.{key}" for key in ("type", "kl_target", "horizon")
 )
 
+_OPC = "trainer.algorithm.off_policy_correction."
+
 
 def has_critic(cfg: SkyRLConfig) -> bool:
     return cfg.trainer.critic.model.path is not None
@@ -232,6 +221,36 @@ CONDITIONAL: tuple[Conditional, ...] = (
         lambda cfg: cfg.trainer.algorithm.use_kl_in_reward,
         "trainer.algorithm.use_kl_in_reward=true",
         "only with use_kl_in_reward",
+    ),
+    Conditional(
+        ("trainer.algorithm.tis_imp_ratio_cap",),
+        lambda cfg: cfg.trainer.algorithm.use_tis,
+        "trainer.algorithm.use_tis=true",
+        "only with use_tis",
+    ),
+    Conditional(
+        (_OPC + "token_tis_ratio_clip_high",),
+        lambda cfg: cfg.trainer.algorithm.off_policy_correction.tis_ratio_type == "token",
+        f"{_OPC}tis_ratio_type=token",
+        "only with tis_ratio_type=token",
+    ),
+    Conditional(
+        (_OPC + "sequence_tis_ratio_clip_high",),
+        lambda cfg: cfg.trainer.algorithm.off_policy_correction.tis_ratio_type == "sequence",
+        f"{_OPC}tis_ratio_type=sequence",
+        "only with tis_ratio_type=sequence",
+    ),
+    Conditional(
+        (_OPC + "geo_mask_high", _OPC + "geo_mask_low"),
+        lambda cfg: cfg.trainer.algorithm.off_policy_correction.sequence_mask_metric == "geometric",
+        f"{_OPC}sequence_mask_metric=geometric",
+        "only with sequence_mask_metric=geometric",
+    ),
+    Conditional(
+        (_OPC + "product_mask_high", _OPC + "product_mask_low"),
+        lambda cfg: cfg.trainer.algorithm.off_policy_correction.sequence_mask_metric == "product",
+        f"{_OPC}sequence_mask_metric=product",
+        "only with sequence_mask_metric=product",
     ),
 )
 

@@ -5,10 +5,13 @@ fork runs the single-process strategy and the colocated hf engine; keys that onl
 (fsdp2, placement, vLLM / remote engines, ...) are refused unless at their default, by the one table in
 `support.py`. The rules for those keys stay here for when they are implemented. All problems are collected
 and raised together as one `ConfigError`, each naming its key(s). On success derived keys are filled in:
-`trainer.algorithm.max_seq_len` (if null) and `trainer.resume_mode` (null -> "none").
+`trainer.algorithm.max_seq_len` (if null) and `trainer.resume_mode` (null -> "none"). Before any check the
+deprecated `trainer.algorithm.use_tis` is mapped onto `off_policy_correction` as upstream does (with a warning).
 """
 
 from __future__ import annotations
+
+import warnings
 
 from skyrl_train.config.errors import ConfigError
 from skyrl_train.config.schema import SkyRLConfig
@@ -38,7 +41,9 @@ _UNSUPPORTED = {
 
 def validate_cfg(cfg: SkyRLConfig) -> None:
     """Check every rule; raise one `ConfigError` listing all violations, else fill in the derived keys."""
-    problems = not_implemented_problems(cfg)
+    problems: list[str] = []
+    _map_deprecated_use_tis(cfg, problems)
+    problems += not_implemented_problems(cfg)
     _check_choices(cfg, problems)
     _check_generator(cfg, problems)
     _check_placement(cfg, problems)
@@ -288,19 +293,7 @@ def _check_algorithm(cfg: SkyRLConfig, problems: list[str]) -> None:
         problems.append(
             f"trainer.algorithm.dynamic_sampling.min_replace_ratio must be in [0, 1], got {ds.min_replace_ratio}."
         )
-    opc = a.off_policy_correction
-    if _off_policy_on(cfg):
-        if cfg.generator.sampling_params.logprobs is None:
-            problems.append(
-                "trainer.algorithm.off_policy_correction needs rollout logprobs: set generator.sampling_params.logprobs=0."
-            )
-        if a.policy_loss_type in ("clip_cov", "kl_cov"):
-            problems.append(
-                f"trainer.algorithm.policy_loss_type={a.policy_loss_type!r} cannot be combined with "
-                "trainer.algorithm.off_policy_correction."
-            )
-    if opc.tis_ratio_type == "token" and opc.token_tis_ratio_clip_high <= 0:
-        problems.append("trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high must be > 0.")
+    _check_off_policy_correction(cfg, problems)
     if a.max_seq_len is not None:
         _at_least(problems, "trainer.algorithm.max_seq_len", a.max_seq_len, 1)
     for role in ("policy", "critic"):
@@ -308,14 +301,67 @@ def _check_algorithm(cfg: SkyRLConfig, problems: list[str]) -> None:
         _at_least(problems, f"trainer.{role}.model.lora.rank", lora.rank, 0)
 
 
-def _off_policy_on(cfg: SkyRLConfig) -> bool:
-    opc = cfg.trainer.algorithm.off_policy_correction
-    return (
-        opc.tis_ratio_type is not None
-        or opc.sequence_mask_metric is not None
-        or opc.outlier_token_is_threshold_low is not None
-        or opc.outlier_token_is_threshold_high is not None
+def _check_off_policy_correction(cfg: SkyRLConfig, problems: list[str]) -> None:
+    a = cfg.trainer.algorithm
+    opc = a.off_policy_correction
+    key = "trainer.algorithm.off_policy_correction"
+    if opc.enabled():
+        if cfg.generator.sampling_params.logprobs is None:
+            problems.append(
+                f"{key} corrects the loss with the inference engine's logprobs of the sampled tokens, but "
+                "generator.sampling_params.logprobs=null asks the engine for none: set it to 0."
+            )
+        if a.policy_loss_type in ("clip_cov", "kl_cov"):
+            problems.append(f"trainer.algorithm.policy_loss_type={a.policy_loss_type!r} cannot be combined with {key}.")
+    if opc.tis_ratio_type == "token" and opc.token_tis_ratio_clip_high <= 0:
+        problems.append(f"{key}.token_tis_ratio_clip_high must be > 0, got {opc.token_tis_ratio_clip_high}.")
+    if opc.tis_ratio_type == "sequence" and opc.sequence_tis_ratio_clip_high <= 0:
+        problems.append(f"{key}.sequence_tis_ratio_clip_high must be > 0, got {opc.sequence_tis_ratio_clip_high}.")
+    bounds = {"geometric": ("geo_mask_low", "geo_mask_high"), "product": ("product_mask_low", "product_mask_high")}
+    if opc.sequence_mask_metric in bounds:
+        low, high = bounds[opc.sequence_mask_metric]
+        if getattr(opc, low) > getattr(opc, high):
+            problems.append(
+                f"{key}.{low}={getattr(opc, low)} is above {key}.{high}={getattr(opc, high)}: every row would be masked."
+            )
+    low, high = opc.outlier_token_is_threshold_low, opc.outlier_token_is_threshold_high
+    if high is not None and high <= 0:
+        problems.append(f"{key}.outlier_token_is_threshold_high must be > 0 (ratios are positive), got {high}.")
+    if low is not None and high is not None and low > high:
+        problems.append(
+            f"{key}.outlier_token_is_threshold_low={low} is above outlier_token_is_threshold_high={high}: every row "
+            "would be masked."
+        )
+
+
+def _map_deprecated_use_tis(cfg: SkyRLConfig, problems: list[str]) -> None:
+    """Upstream's deprecated `use_tis` / `tis_imp_ratio_cap`: token TIS with that cap (idempotent)."""
+    a = cfg.trainer.algorithm
+    if not a.use_tis:
+        return
+    opc = a.off_policy_correction
+    if opc.tis_ratio_type not in (None, "token"):
+        problems.append(
+            f"trainer.algorithm.use_tis=true (deprecated) means token TIS, but "
+            f"trainer.algorithm.off_policy_correction.tis_ratio_type={opc.tis_ratio_type!r}: set only the latter."
+        )
+        return
+    if a.tis_imp_ratio_cap <= 0:
+        problems.append(
+            "trainer.algorithm.use_tis=true (deprecated) takes its cap from trainer.algorithm.tis_imp_ratio_cap, which "
+            f"must be > 0, got {a.tis_imp_ratio_cap}. Better: trainer.algorithm.off_policy_correction.tis_ratio_type="
+            "token and its token_tis_ratio_clip_high."
+        )
+        return
+    warnings.warn(
+        "trainer.algorithm.use_tis is deprecated: it is applied as trainer.algorithm.off_policy_correction."
+        f"tis_ratio_type=token with token_tis_ratio_clip_high={a.tis_imp_ratio_cap} (trainer.algorithm."
+        "tis_imp_ratio_cap); set those keys instead.",
+        FutureWarning,
+        stacklevel=3,
     )
+    opc.tis_ratio_type = "token"
+    opc.token_tis_ratio_clip_high = a.tis_imp_ratio_cap
 
 
 def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:

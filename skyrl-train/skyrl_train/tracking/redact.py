@@ -6,7 +6,8 @@ A value is secret when its *name* looks like a secret's: ``WANDB_API_KEY``, ``aw
 
 - any word in `_SECRET_WORDS` marks a secret;
 - ``token`` marks a secret unless a neighbouring word shows a tokenizer or length setting (``pad_token``,
-  ``max_token``, ``token_ids``; ``max_tokens`` never matches, ``tokens`` being another word);
+  ``max_token``, ``token_ids``; ``max_tokens`` never matches, ``tokens`` being another word) or an importance
+  sampling statistic (``tis_token_clip_high_ratio``, ``outlier_token_is_threshold_low``);
 - ``key`` marks a secret when alone or after a word such as ``api``/``access``/``private`` (so ``env_class_key``
   and ``prompt_key``, which are config column names, stay visible).
 
@@ -43,6 +44,7 @@ _SECRET_WORDS = frozenset(
 # Words next to "token" that make it a tokenizer/length setting rather than a credential.
 _NOT_SECRET_TOKEN_NEIGHBOURS = frozenset(
     {"pad", "eos", "bos", "unk", "sep", "cls", "mask", "stop", "special", "max", "min", "num", "avg", "id", "ids"}
+    | {"tis", "outlier"}  # off-policy correction keys and metrics (trainer.algorithm.off_policy_correction)
 )
 # Words before "key" that make it a credential.
 _SECRET_KEY_QUALIFIERS = frozenset(

@@ -34,10 +34,11 @@ from torch import nn
 from skyrl_train.algorithms import compute_entropy
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.packing import packed_logits
-from skyrl_train.workers.shared_prefix import SharedPrefix, shared_prefix_length
+from skyrl_train.workers.shared_prefix import SharedPrefix, has_active_dropout, shared_prefix_length
 
 __all__ = [
     "effective_temperature",
+    "has_active_dropout",
     "eval_mode",
     "position_ids_from_attention_mask",
     "response_logprobs",

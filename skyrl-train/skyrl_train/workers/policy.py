@@ -20,7 +20,16 @@ Metrics of ``ppo_train`` (prefix ``policy/``), averaged over the update's optimi
 - counts over the update: ``skipped_steps`` (non-finite gradient norm), ``empty_loss_mask_skips``;
 - ``degenerate_update``: 1.0 if the policy never moved (below), else 0.0;
 - ``rollout_train_logprobs_abs_diff_mean`` / ``_std``: ``|rollout_logprobs − action_log_probs|`` on loss-masked
-  tokens, when the batch carries rollout logprobs (engine vs trainer mismatch; should be ~0).
+  tokens, when the batch carries rollout logprobs (engine vs trainer mismatch; should be ~0);
+- with ``trainer.algorithm.off_policy_correction`` on: ``loss_metrics/is_ratio_mean`` / ``_std`` / ``_min`` /
+  ``_max`` (``exp(old − rollout)`` over loss tokens) and the fractions of tokens capped and rows masked by each rule
+  (``tis_token_clip_high_ratio``, ``tis_seq_clip_high_ratio``, ``outlier_seq_*``, ``geo_sequence_mask_*``,
+  ``product_sequence_mask_*``), exact per mini-batch (their own token or row denominators); definitions in
+  ``skyrl_train.algorithms.off_policy``.
+
+Off-policy correction. The correction factor (TIS weight times kept-row mask) multiplies the per-token loss of the
+configured policy loss, built-in or custom, before the reduction; a batch without ``rollout_logprobs`` is refused
+when a correction is on.
 
 Degenerate update. On the first mini-batch of the first epoch of on-policy PPO the old logprobs come from the
 very same weights, so every ratio is exactly 1: that is expected. After an optimizer step that really changed the
@@ -42,10 +51,16 @@ from typing import TYPE_CHECKING
 import torch
 
 from skyrl_train.algorithms import PolicyLossRegistry, compute_approx_kl, compute_loss_normalizer, reduce_loss
+from skyrl_train.algorithms.off_policy import OffPolicyStats, correction_factor, finalize_is_ratio_std
 from skyrl_train.algorithms.policy_losses import LOG_RATIO_CLAMP
 from skyrl_train.models import load_causal_lm
 from skyrl_train.training_batch import TrainingInputBatch
-from skyrl_train.workers.forward import batch_prefix, batched_response_logprobs, response_logprobs
+from skyrl_train.workers.forward import (
+    batch_prefix,
+    batched_response_logprobs,
+    has_active_dropout,
+    response_logprobs,
+)
 from skyrl_train.workers.metrics import rollout_train_logprob_diff
 from skyrl_train.workers.shared_prefix import SharedPrefix
 from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, apply_lora, enable_gradient_checkpointing
@@ -56,6 +71,8 @@ if TYPE_CHECKING:
 __all__ = ["PolicyWorker"]
 
 logger = logging.getLogger(__name__)
+
+LOSS_METRICS_PREFIX = "loss_metrics/"
 
 
 class PolicyWorker(TrainableWorker):
@@ -111,6 +128,10 @@ class PolicyWorker(TrainableWorker):
         self._mini_batch_prefix: SharedPrefix | None = None
         """While `forward_backward` runs with sample packing: the mini-batch's shared prefix, or None."""
         self.policy_loss_fn = PolicyLossRegistry.get(algorithm_config.policy_loss_type)
+        self.corrects_off_policy = algorithm_config.off_policy_correction.enabled()
+        """Whether the per-token policy loss is corrected with the rollout logprobs (``algorithms.off_policy``)."""
+        self.stochastic_forward = has_active_dropout(self.model)
+        """Whether the training-mode forward is random (dropout): its logprobs are then not the old policy's."""
         self._old_logprobs_from_forward = False
         """Set by `ppo_train` for a batch without old logprobs (see there)."""
 
@@ -165,14 +186,19 @@ class PolicyWorker(TrainableWorker):
         old_logprobs = micro_batch["action_log_probs"]
         if self._old_logprobs_from_forward:
             old_logprobs.copy_(logprobs.detach())  # a view of the batch's tensor: fills it for the update metrics
+        rollout_logprobs = micro_batch.get("rollout_logprobs")
         per_token_loss, loss_metrics = self.policy_loss_fn(
             logprobs,
             old_logprobs,
             micro_batch["advantages"],
             loss_mask=loss_mask,
             config=algo,
-            rollout_logprobs=micro_batch.get("rollout_logprobs"),
+            rollout_logprobs=rollout_logprobs,
         )
+        correction = None
+        if self.corrects_off_policy:
+            correction = correction_factor(old_logprobs, rollout_logprobs, loss_mask, algo.off_policy_correction)
+            per_token_loss = per_token_loss * correction.factor
         policy_loss = self._reduce(per_token_loss, loss_mask, info)
         entropy_term = self._reduce(entropy, loss_mask, info)
         loss = policy_loss - algo.entropy_loss_coef * entropy_term if algo.use_entropy_loss else policy_loss
@@ -194,6 +220,8 @@ class PolicyWorker(TrainableWorker):
             raise KeyError("use_kl_loss is set but the batch has no base_action_log_probs (ref logprobs)")
         metrics["final_loss"] = loss.item()
         metrics.update(_health_metrics(logprobs.detach(), old_logprobs, loss_mask, loss_metrics, info))
+        if correction is not None:
+            metrics.update(_correction_metrics(correction.stats, info))
         return loss, metrics
 
     def _finalize_step_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
@@ -201,28 +229,52 @@ class PolicyWorker(TrainableWorker):
             # Var(r) = E[(r − 1)²] − (E[r] − 1)²: centred on 1, so on-policy ratios give exactly 0.
             sq_dev_mean = metrics.pop("ratio_sq_dev_mean")
             metrics["ratio_std"] = math.sqrt(max(sq_dev_mean - (metrics["ratio_mean"] - 1.0) ** 2, 0.0))
+        finalize_is_ratio_std(metrics, prefix=LOSS_METRICS_PREFIX)
         return metrics
 
     def ppo_train(
         self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int = 1
     ) -> dict[str, float]:
-        """See `TrainableWorker.ppo_train`. A batch without ``action_log_probs`` must get exactly one optimizer step
-        (one epoch, one mini-batch): that step is taken after every micro-batch's backward, so the weights of the
-        update's own forward ARE the old policy, and its detached logprobs serve as the old logprobs (saving a
-        separate forward pass over the batch; PPOTrainer relies on this)."""
-        self._old_logprobs_from_forward = "action_log_probs" not in batch
-        if self._old_logprobs_from_forward:
+        """See `TrainableWorker.ppo_train`.
+
+        A batch without ``action_log_probs`` must get exactly one optimizer step (one epoch, one mini-batch): that
+        step is taken after every micro-batch's backward, so the weights of the update's own forward ARE the old
+        policy, and its detached logprobs serve as the old logprobs (saving a separate forward pass over the batch;
+        ``PPOTrainer`` relies on this). Only when the training forward is random (dropout, see
+        ``has_active_dropout``) would those differ from the eval-mode old logprobs: the worker then computes them
+        with ``compute_logprobs`` first, and says so in a warning. ``old_logprobs_from_update_forward`` (1.0 / 0.0)
+        reports which way they were obtained.
+        """
+        if self.corrects_off_policy and batch.get("rollout_logprobs") is None:
+            raise ValueError(
+                "trainer.algorithm.off_policy_correction is on but the batch has no rollout_logprobs: the inference "
+                "engine returned no logprobs of the sampled tokens (generator.sampling_params.logprobs must be 0, and "
+                "a custom generator must fill GeneratorOutput.rollout_logprobs)"
+            )
+        from_forward = "action_log_probs" not in batch
+        if from_forward:
             if update_epochs != 1 or mini_batch_size < batch.batch_size:
                 raise ValueError(
                     "the batch has no action_log_probs (old logprobs), which is only valid for a single optimizer "
                     f"step; got update_epochs={update_epochs}, mini_batch_size={mini_batch_size} for "
                     f"{batch.batch_size} rows"
                 )
-            batch["action_log_probs"] = torch.zeros(batch["loss_mask"].shape, dtype=torch.float32)
+            if self.stochastic_forward:
+                logger.warning(
+                    "the policy has dropout, so its training forward is not the old policy's: computing the old "
+                    "logprobs with a separate eval-mode forward inside the update"
+                )
+                batch["action_log_probs"] = self.compute_logprobs(batch, micro_batch_size)
+                from_forward = False
+            else:
+                batch["action_log_probs"] = torch.zeros_like(batch["loss_mask"], dtype=torch.float32)
+        self._old_logprobs_from_forward = from_forward
         try:
-            return super().ppo_train(batch, mini_batch_size, micro_batch_size, update_epochs)
+            metrics = super().ppo_train(batch, mini_batch_size, micro_batch_size, update_epochs)
         finally:
             self._old_logprobs_from_forward = False
+        metrics[f"{self.metric_prefix}old_logprobs_from_update_forward"] = float(from_forward)
+        return metrics
 
     def _update_metrics(
         self, batch: TrainingInputBatch, steps: list[tuple[dict[str, float], bool]]
@@ -277,8 +329,15 @@ def _health_metrics(
         "approx_kl_old": compute_approx_kl(logprobs, old_logprobs, loss_mask, "k3").sum().item() / info.num_tokens,
     }
     for key, value in loss_metrics.items():
-        metrics[f"loss_metrics/{key}"] = value if key.endswith(("_min", "_max")) else value * weight
+        metrics[f"{LOSS_METRICS_PREFIX}{key}"] = value if key.endswith(("_min", "_max")) else value * weight
     return metrics
+
+
+def _correction_metrics(stats: OffPolicyStats, info: MiniBatchInfo) -> dict[str, float]:
+    """Additive contributions of one micro-batch's off-policy statistics: token sums over the mini-batch's loss
+    tokens, row sums over its rows with a loss token; ``_min`` / ``_max`` as they are."""
+    shares = stats.shares(info.num_tokens, info.num_sequences)
+    return {f"{LOSS_METRICS_PREFIX}{key}": value for key, value in shares.items()}
 
 
 def _is_degenerate(steps: list[tuple[dict[str, float], bool]]) -> bool:

@@ -31,13 +31,17 @@ def shared_prefix_length(seqs: torch.Tensor, mask: torch.Tensor, end: int) -> in
     return int(differs.long().argmax()) if bool(differs.any()) else span
 
 
-def _has_active_dropout(model: nn.Module) -> bool:
-    """Whether a forward pass of `model` draws dropout masks (then recomputing it would not give the same values)."""
-    if not model.training:
-        return False
-    if float(getattr(model.config, "attention_dropout", 0.0) or 0.0) > 0:
+def has_active_dropout(model: nn.Module) -> bool:
+    """Whether ``model``'s training-mode forward is random: a dropout module with ``p > 0`` (peft's LoRA dropout) or
+    a dropout probability > 0 in its config (transformers applies attention dropout without a module)."""
+    if any(isinstance(module, nn.Dropout) and module.p > 0 for module in model.modules()):
         return True
-    return any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
+    config = getattr(model, "config", None)
+    settings = config.to_dict() if config is not None else {}
+    return any(
+        ("dropout" in key or "pdrop" in key) and type(value) in (int, float) and value > 0
+        for key, value in settings.items()
+    )
 
 
 class SharedPrefix:
@@ -54,7 +58,7 @@ class SharedPrefix:
         self.length = int(tokens.numel())
         self._model, self._tokens = model, tokens
         self._deferred = for_micro_batches and torch.is_grad_enabled()
-        self._recompute = self._deferred and not _has_active_dropout(model)
+        self._recompute = self._deferred and not (model.training and has_active_dropout(model))
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self._recompute):
             kv = self._forward()
         self._computed = kv if self._deferred and not self._recompute else None

@@ -95,6 +95,8 @@ class MiniBatchInfo(NamedTuple):
     num_rows: int
     num_tokens: float
     """Loss-masked tokens in the mini-batch (at least 1)."""
+    num_sequences: float
+    """Rows with at least one loss-masked token in the mini-batch (at least 1)."""
 
 
 def _rng_state() -> dict[str, Any]:
@@ -197,6 +199,7 @@ class TrainableWorker:
             loss_normalizer=self._loss_normalizer(masks),
             num_rows=sum(mask.shape[0] for mask in masks),
             num_tokens=max(sum(float(mask.sum()) for mask in masks), 1.0),
+            num_sequences=max(sum(float((mask.sum(dim=-1) > 0).sum()) for mask in masks), 1.0),
         )
         metrics: dict[str, float] = {}
         for micro_batch in mini_batch.chunk(micro_batch_size):

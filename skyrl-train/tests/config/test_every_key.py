@@ -69,6 +69,13 @@ _SPLIT = "test_split_layout_packs_each_role_onto_whole_gpus"
 _SHARDING = (
     "skyrl-train/tests/distributed/test_shard_model.py::test_fsdp_size_and_reshard_after_forward_decide_the_layout"
 )
+_OPC = "skyrl-train/tests/algorithms/test_off_policy.py::"
+_OPC_GEO = _OPC + "test_the_geometric_mask_drops_rows_whose_mean_log_ratio_is_out_of_bounds"
+_OPC_PRODUCT = _OPC + "test_the_product_mask_drops_rows_whose_ratio_product_is_out_of_bounds"
+_OPC_OUTLIER = _OPC + "test_the_outlier_mask_drops_rows_with_any_loss_token_out_of_bounds"
+_USE_TIS = (
+    "skyrl-train/tests/config/test_validation.py::test_deprecated_use_tis_is_token_tis_with_its_cap_and_a_warning"
+)
 _KILL_RESUME = (
     "skyrl-train/tests/trainer/test_kill_and_resume.py::"
     "test_killed_runs_resume_from_the_last_complete_checkpoint_at_the_same_data_position"
@@ -341,6 +348,25 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.critic.fsdp_config.cpu_offload": Refused("true"),
     "trainer.critic.fsdp_config.reshard_after_forward": ShownBy(_SHARDING),
     "trainer.critic.fsdp_config.fsdp_size": ShownBy(_SHARDING),
+    # off-policy correction: each rule against hand-computed values; the deprecated keys map onto token TIS
+    "trainer.algorithm.use_tis": ShownBy(_USE_TIS),
+    "trainer.algorithm.tis_imp_ratio_cap": ShownBy(_USE_TIS),
+    "trainer.algorithm.off_policy_correction.tis_ratio_type": ShownBy(
+        _OPC + "test_token_tis_caps_each_token_ratio_and_counts_the_tokens_above_the_cap"
+    ),
+    "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high": ShownBy(
+        _OPC + "test_token_tis_caps_each_token_ratio_and_counts_the_tokens_above_the_cap"
+    ),
+    "trainer.algorithm.off_policy_correction.sequence_tis_ratio_clip_high": ShownBy(
+        _OPC + "test_sequence_tis_weights_every_token_of_a_row_by_its_capped_product"
+    ),
+    "trainer.algorithm.off_policy_correction.sequence_mask_metric": ShownBy(_OPC_GEO),
+    "trainer.algorithm.off_policy_correction.geo_mask_high": ShownBy(_OPC_GEO),
+    "trainer.algorithm.off_policy_correction.geo_mask_low": ShownBy(_OPC_GEO),
+    "trainer.algorithm.off_policy_correction.product_mask_high": ShownBy(_OPC_PRODUCT),
+    "trainer.algorithm.off_policy_correction.product_mask_low": ShownBy(_OPC_PRODUCT),
+    "trainer.algorithm.off_policy_correction.outlier_token_is_threshold_low": ShownBy(_OPC_OUTLIER),
+    "trainer.algorithm.off_policy_correction.outlier_token_is_threshold_high": ShownBy(_OPC_OUTLIER),
     # ------------------------------------------------------------------- not implemented (support.py), refused
     "trainer.policy.optimizer_config.offload_after_step": Refused("true"),
     "trainer.critic.optimizer_config.offload_after_step": Refused("true"),
@@ -360,18 +386,6 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.rope_theta": Refused("500000.0"),
     "trainer.policy.model.lora.lora_sync_path": Refused("/tmp/elsewhere"),
     "trainer.critic.model.lora.lora_sync_path": Refused("/tmp/elsewhere"),
-    "trainer.algorithm.use_tis": Refused("true"),
-    "trainer.algorithm.tis_imp_ratio_cap": Refused("0.5"),
-    "trainer.algorithm.off_policy_correction.tis_ratio_type": Refused("token"),
-    "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high": Refused("1.0"),
-    "trainer.algorithm.off_policy_correction.sequence_tis_ratio_clip_high": Refused("2.5"),
-    "trainer.algorithm.off_policy_correction.sequence_mask_metric": Refused("geometric"),
-    "trainer.algorithm.off_policy_correction.geo_mask_high": Refused("1.02"),
-    "trainer.algorithm.off_policy_correction.geo_mask_low": Refused("0.98"),
-    "trainer.algorithm.off_policy_correction.product_mask_high": Refused("1.0"),
-    "trainer.algorithm.off_policy_correction.product_mask_low": Refused("0.25"),
-    "trainer.algorithm.off_policy_correction.outlier_token_is_threshold_low": Refused("0.5"),
-    "trainer.algorithm.off_policy_correction.outlier_token_is_threshold_high": Refused("2.0"),
     "trainer.algorithm.sapo.tau_pos": Refused("0.5"),
     "trainer.algorithm.sapo.tau_neg": Refused("0.525"),
     "trainer.algorithm.clip_cov.clip_ratio": Refused("0.0001"),

@@ -171,11 +171,83 @@ def test_policy_loss_and_estimator_must_be_registered():
     assert problems[1].startswith("trainer.algorithm.policy_loss_type='nope' is not registered; available:")
 
 
-def test_off_policy_correction_needs_rollout_logprobs():
-    (problem,) = rule_problems(
-        "trainer.algorithm.off_policy_correction.tis_ratio_type=token", "generator.sampling_params.logprobs=null"
+_OPC = "trainer.algorithm.off_policy_correction"
+
+
+@pytest.mark.parametrize(
+    "rule",
+    ["tis_ratio_type=token", "sequence_mask_metric=product", "outlier_token_is_threshold_low=0.1"],
+    ids=["tis", "mask", "outlier"],
+)
+def test_off_policy_correction_needs_rollout_logprobs(rule):
+    assert only_problem(f"{_OPC}.{rule}", "generator.sampling_params.logprobs=null") == (
+        f"{_OPC} corrects the loss with the inference engine's logprobs of the sampled tokens, but "
+        "generator.sampling_params.logprobs=null asks the engine for none: set it to 0."
     )
-    assert "generator.sampling_params.logprobs=0" in problem
+
+
+def test_deprecated_use_tis_is_token_tis_with_its_cap_and_a_warning():
+    with pytest.warns(FutureWarning, match="trainer.algorithm.use_tis is deprecated"):
+        cfg = load_config(["trainer.algorithm.use_tis=true", "trainer.algorithm.tis_imp_ratio_cap=1.5"])
+    opc = cfg.trainer.algorithm.off_policy_correction
+    assert (opc.tis_ratio_type, opc.token_tis_ratio_clip_high) == ("token", 1.5)
+    with pytest.warns(FutureWarning):
+        validate_cfg(cfg)  # validating again keeps the mapping
+    assert (opc.tis_ratio_type, opc.token_tis_ratio_clip_high) == ("token", 1.5)
+
+
+def test_deprecated_use_tis_needs_a_positive_cap_and_no_other_tis_type():
+    assert only_problem("trainer.algorithm.use_tis=true").startswith(
+        "trainer.algorithm.use_tis=true (deprecated) takes its cap from trainer.algorithm.tis_imp_ratio_cap, which "
+        "must be > 0, got -1.0."
+    )
+    assert only_problem(
+        "trainer.algorithm.use_tis=true", "trainer.algorithm.tis_imp_ratio_cap=2", f"{_OPC}.tis_ratio_type=sequence"
+    ) == (
+        "trainer.algorithm.use_tis=true (deprecated) means token TIS, but "
+        f"{_OPC}.tis_ratio_type='sequence': set only the latter."
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "condition"),
+    [
+        ("trainer.algorithm.tis_imp_ratio_cap=2.0", "trainer.algorithm.use_tis=true"),
+        (f"{_OPC}.token_tis_ratio_clip_high=3.0", f"{_OPC}.tis_ratio_type=token"),
+        (f"{_OPC}.sequence_tis_ratio_clip_high=3.0", f"{_OPC}.tis_ratio_type=sequence"),
+        (f"{_OPC}.geo_mask_high=1.1", f"{_OPC}.sequence_mask_metric=geometric"),
+        (f"{_OPC}.product_mask_low=0.1", f"{_OPC}.sequence_mask_metric=product"),
+    ],
+)
+def test_a_cap_or_bound_of_a_rule_that_is_off_is_refused(key, condition):
+    assert only_problem(key) == f"{key} has no effect in this config: it applies only with {condition}."
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["tis_ratio_type=sequence", "sequence_tis_ratio_clip_high=0"],
+            f"{_OPC}.sequence_tis_ratio_clip_high must be > 0, got 0.0.",
+        ),
+        (
+            ["sequence_mask_metric=geometric", "geo_mask_low=1.2", "geo_mask_high=1.1"],
+            f"{_OPC}.geo_mask_low=1.2 is above {_OPC}.geo_mask_high=1.1: every row would be masked.",
+        ),
+        (
+            ["outlier_token_is_threshold_low=3", "outlier_token_is_threshold_high=2"],
+            f"{_OPC}.outlier_token_is_threshold_low=3.0 is above outlier_token_is_threshold_high=2.0: every row "
+            "would be masked.",
+        ),
+        (
+            ["outlier_token_is_threshold_high=0"],
+            f"{_OPC}.outlier_token_is_threshold_high must be > 0 (ratios are positive), got 0.0.",
+        ),
+    ],
+    ids=["sequence-cap", "geo-bounds", "outlier-bounds", "outlier-high"],
+)
+def test_caps_and_bounds_that_would_discard_everything_are_errors(overrides, expected):
+    assert only_problem(*(f"{_OPC}.{o}" for o in overrides)) == expected
 
 
 # -------------------------------------------------------------------------------------------- trainer

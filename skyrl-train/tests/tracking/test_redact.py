@@ -30,7 +30,20 @@ def test_secret_names(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["max_tokens", "pad_token", "eos_token", "tokenizer", "token_ids", "env_class_key", "prompt_key", "lr", "monkey"],
+    [
+        "max_tokens",
+        "pad_token",
+        "eos_token",
+        "tokenizer",
+        "token_ids",
+        "env_class_key",
+        "prompt_key",
+        "lr",
+        "monkey",
+        "policy/loss_metrics/tis_token_clip_high_ratio",
+        "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high",
+        "trainer.algorithm.off_policy_correction.outlier_token_is_threshold_low",
+    ],
 )
 def test_ordinary_names(name):
     assert not is_secret_name(name)

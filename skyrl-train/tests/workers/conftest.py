@@ -58,11 +58,13 @@ def batch() -> TrainingInputBatch:
     return _make_batch()
 
 
-def policy_config(path: str, *, lora_rank: int = 0, lr: float = 1e-3, **optimizer) -> PolicyConfig:
+def policy_config(
+    path: str, *, lora_rank: int = 0, lora_dropout: float = 0.0, lr: float = 1e-3, **optimizer
+) -> PolicyConfig:
     """``trainer.policy`` for ``path``: AdamW with constant LR, no weight decay or clipping unless overridden."""
     optimizer_config = {"lr": lr, "weight_decay": 0.0, "max_grad_norm": 0.0, "scheduler": "constant", **optimizer}
     return PolicyConfig(
-        model=ModelConfig(path=path, lora=LoraConfig(rank=lora_rank)),
+        model=ModelConfig(path=path, lora=LoraConfig(rank=lora_rank, dropout=lora_dropout)),
         optimizer_config=OptimizerConfig(**optimizer_config),
     )
 
@@ -74,13 +76,14 @@ def algorithm_config(**overrides) -> AlgorithmConfig:
 
 @pytest.fixture
 def build_policy(model_path: str):
-    """``build_policy(lora_rank=0, lr=1e-3, optimizer=None, temperature=1.0, num_training_steps=None,
-    gradient_checkpointing=None, sample_packing=False, **algorithm) -> PolicyWorker``; ``gradient_checkpointing`` is None (off) or
-    ``"reentrant"`` / ``"non_reentrant"``."""
+    """``build_policy(lora_rank=0, lora_dropout=0.0, lr=1e-3, optimizer=None, temperature=1.0,
+    num_training_steps=None, gradient_checkpointing=None, sample_packing=False, **algorithm) -> PolicyWorker``;
+    ``gradient_checkpointing`` is None (off) or ``"reentrant"`` / ``"non_reentrant"``."""
 
     def build(
         *,
         lora_rank: int = 0,
+        lora_dropout: float = 0.0,
         lr: float = 1e-3,
         optimizer: dict | None = None,
         temperature: float = 1.0,
@@ -90,7 +93,7 @@ def build_policy(model_path: str):
         **algorithm,
     ) -> PolicyWorker:
         return PolicyWorker(
-            policy_config(model_path, lora_rank=lora_rank, lr=lr, **(optimizer or {})),
+            policy_config(model_path, lora_rank=lora_rank, lora_dropout=lora_dropout, lr=lr, **(optimizer or {})),
             algorithm_config(**algorithm),
             temperature=temperature,
             num_training_steps=num_training_steps,

@@ -9,6 +9,7 @@ import torch
 
 from skyrl_train.algorithms import PolicyLossRegistry
 from skyrl_train.config.schema import AlgorithmConfig
+from skyrl_train.testing import randomize_lora_b
 
 
 def _params(worker):
@@ -131,6 +132,7 @@ def test_all_zero_loss_mask_leaves_weights_untouched(build_policy, batch, on_pol
         "policy/skipped_steps": 0,
         "policy/empty_loss_mask_skips": 1.0,
         "policy/degenerate_update": 0.0,
+        "policy/old_logprobs_from_update_forward": 0.0,
     }
     assert all(torch.equal(before[name], p) for name, p in worker.model.named_parameters())
 
@@ -218,12 +220,16 @@ def test_grad_norm_is_reported_before_clipping(build_policy, batch, on_policy):
     assert step["grad_norm"] == pytest.approx(expected, rel=1e-5) and expected > 1e-3
 
 
-def test_a_single_update_without_old_logprobs_uses_its_own_forward_as_the_old_policy(build_policy, batch, on_policy):
+@pytest.mark.parametrize("lora_rank", [0, 4], ids=["full", "lora"])
+def test_a_single_update_without_old_logprobs_uses_its_own_forward_as_the_old_policy(
+    build_policy, batch, on_policy, lora_rank
+):
     # The trainer leaves action_log_probs out when a batch gets exactly one optimizer step: the update must be the
     # same as with the separately computed old logprobs, and the batch gets them filled in for the metrics.
     results = []
     for precomputed in (True, False):
-        worker = build_policy(lr=1e-3)
+        torch.manual_seed(0)  # the same LoRA A matrices in both workers
+        worker = build_policy(lr=1e-3, lora_rank=lora_rank)
         on_policy(worker, batch)
         expected_old = batch["action_log_probs"].clone()
         batch["advantages"] = torch.tensor(
@@ -238,6 +244,21 @@ def test_a_single_update_without_old_logprobs_uses_its_own_forward_as_the_old_po
     assert loss_b == pytest.approx(loss_a, abs=1e-6)
     for name in params_a:
         torch.testing.assert_close(params_b[name], params_a[name], atol=1e-6, rtol=1e-5)
+
+
+def test_with_lora_dropout_the_old_logprobs_come_from_a_separate_eval_mode_forward(
+    build_policy, batch, on_policy, caplog
+):
+    worker = build_policy(lora_rank=4, lora_dropout=0.5)
+    randomize_lora_b(worker.model)  # a non-zero adapter, so that dropout on its input changes the output
+    assert worker.stochastic_forward and not build_policy(lora_rank=4).stochastic_forward
+    expected_old = on_policy(worker, batch)["action_log_probs"].clone()
+    del batch["action_log_probs"]
+    metrics = worker.ppo_train(batch, mini_batch_size=4, micro_batch_size=2)
+    assert metrics["policy/old_logprobs_from_update_forward"] == 0.0
+    assert "the policy has dropout" in caplog.text
+    torch.testing.assert_close(batch["action_log_probs"], expected_old, atol=1e-5, rtol=0)
+    assert metrics["policy/ratio_std"] > 0  # dropout in the update forward: its ratios are not all 1
 
 
 def test_a_batch_without_old_logprobs_needs_a_single_optimizer_step(build_policy, batch, on_policy):
