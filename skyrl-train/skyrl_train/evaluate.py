@@ -21,6 +21,8 @@ where the generator or env reports them (a field is left out, never guessed, whe
 - `tool_calls`: the env's `tool_calls` metric; `parse_failures`: `{kind: count}` from the env's
   `parse_failures_<kind>` metrics;
 - `env_metrics`: the trajectory's whole `env_metrics` dict (env `get_metrics()` plus the generator's counters);
+- `weight_version`: the weight version that generated the row (the trainer's global step whose update produced the
+  weights; 0 = the starting weights), as the engine reported it;
 - `is_last_step`: step-wise mode only.
 
 Secrets never reach a dump: entries with secret-looking names are redacted (`skyrl_train.tracking.redact_secrets`),
@@ -145,6 +147,9 @@ def dump_row(output: GeneratorOutput, i: int, env_class: str, env_extras, data_s
         row["env_metrics"] = env_metrics
     if output.get("is_last_step") is not None:
         row["is_last_step"] = output["is_last_step"][i]
+    weight_version = _row_value(output, "weight_versions", i)
+    if weight_version is not None:
+        row["weight_version"] = weight_version
     return row
 
 

@@ -9,6 +9,7 @@ converts SmolLM2-135M-Instruct for its tokenizer (~25 s), later sessions only lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -59,3 +60,20 @@ def randomize_lora_b(model: torch.nn.Module, std: float = 0.02, seed: int = 0) -
             matrix.copy_(torch.randn(matrix.shape, generator=generator) * std)
     WeightVersion.of(model).bump()
     return len(matrices)
+
+
+@contextlib.asynccontextmanager
+async def served_model(model_path: str, tokenizer, name: str = "tiny"):
+    """A server over its own engine and model, as ``python -m skyrl_train.serve`` runs it (OpenAI and control
+    routes), on a free port of this process; yields ``(server, engine)`` and tears both down afterwards."""
+    from skyrl_train.inference_engines import HFInferenceEngine
+    from skyrl_train.models import load_causal_lm
+    from skyrl_train.serve import BackgroundServer, create_app
+
+    engine = HFInferenceEngine(load_causal_lm(model_path).eval(), tokenizer, seed=0)
+    app = create_app(engine, tokenizer, served_model_name=name, max_model_len=8192, control_routes=True)
+    try:
+        with BackgroundServer(app) as server:
+            yield server, engine
+    finally:
+        await engine.teardown()

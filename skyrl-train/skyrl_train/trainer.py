@@ -4,7 +4,8 @@ Per step: generate -> reward metrics and the infrastructure-failure check -> opt
 prompt batches until the training batch is full) -> training batch (infrastructure failures out of the
 baseline) -> ref / old logprobs (and values) -> optional KL-in-reward -> advantages (broadcast over the turns of
 a trajectory in step-wise mode; optional batch normalisation) -> critic then policy updates on contiguous
-mini-batches -> checkpoint -> weight sync -> eval -> log. Steps are 1-based; an eval before training is logged
+mini-batches -> checkpoint -> weight sync -> eval -> log. The weights are also synced once before anything is
+generated (after a resume), so remote engines start from the run's weights. Steps are 1-based; an eval before training is logged
 at step 0. Every step's metrics are flushed to every tracker before the next step starts, so a crash never
 loses the metrics of completed steps.
 
@@ -69,8 +70,9 @@ class PPOTrainer:
     """Owns the loop; the models live in workers, rollouts come from the generator.
 
     `policy`, `ref` (or None) and `critic` (or None) are workers with the `PolicyWorker` / `RefWorker` /
-    `CriticWorker` interface; `sync_weights` is called after each update (a no-op when the engine shares the
-    policy's module, as the colocated `hf` engine does). With `inference_engine` given, every generation phase
+    `CriticWorker` interface; `await sync_weights(weight_version)` brings the engines to the policy's weights,
+    labelled `weight_version` (the global step whose update produced them; e.g. `WeightSyncSender.sync`): once
+    before the first generation and after every update. With `inference_engine` given, every generation phase
     (training rollouts, eval) runs between its `wake_up()` and `sleep()`, so the engine releases its memory and
     drops prefix KV computed with weights that are about to change. `checkpoints` saves and resumes (with its
     sink, e.g. S3; default: local folders under `trainer.ckpt_path`) and `eval_dumps` uploads eval dumps
@@ -100,7 +102,7 @@ class PPOTrainer:
         self.eval_loader = eval_loader
         self.generator = generator
         self.policy, self.ref, self.critic = policy, ref, critic
-        self.sync_weights = sync_weights or (lambda: None)
+        self.sync_weights = sync_weights or _no_sync
         self.inference_engine = inference_engine
         t = cfg.trainer
         self.checkpoints = checkpoints or CheckpointManager(t.ckpt_path, t.max_ckpts_to_keep, t.ckpt_interval)
@@ -128,6 +130,7 @@ class PPOTrainer:
         resume_from = self.checkpoints.resolve_resume(t.resume_mode, t.resume_path)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
+        await self.sync_weights(self.global_step)
         memory = PeakRSS()  # its first interval runs from the process start: model loading counts in it
         if t.eval_interval > 0 and t.eval_before_train and self.eval_loader is not None:
             self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
@@ -182,7 +185,7 @@ class PPOTrainer:
             with self._timer("save_hf_model", metrics):
                 self.export_hf()
         with self._timer("sync_weights", metrics):
-            self.sync_weights()
+            await self.sync_weights(step)
         eval_due = t.eval_interval > 0 and (step % t.eval_interval == 0 or step == self.total_steps)
         if self.eval_loader is not None and eval_due:
             with self._timer("eval", metrics):
@@ -392,6 +395,10 @@ class PPOTrainer:
         finally:
             key = f"timing/{phase}"
             metrics[key] = (metrics.get(key, 0.0) if accumulate else 0.0) + time.perf_counter() - start
+
+
+async def _no_sync(weight_version: int) -> None:
+    return None
 
 
 def _prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:

@@ -127,6 +127,7 @@ class Rollouts:
             self.env_classes,
             output["env_metrics"],
             output.get("is_last_step"),
+            output.get("weight_versions"),
         )
 
     def select(self, rows: Sequence[int], uids: Sequence[str] | None = None) -> Rollouts:

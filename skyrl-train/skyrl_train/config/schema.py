@@ -111,7 +111,8 @@ class LoraConfig:
     alpha: int = knob(16, "LoRA alpha (scaling = alpha / rank).")
     dropout: float = knob(0.0, "Dropout on the LoRA layers.")
     lora_sync_path: str = knob(
-        "/tmp/skyrl_lora_sync", "Local folder where adapters are written for the engines to load."
+        "/tmp/skyrl_lora_sync",
+        "Folder where the adapter is written for the engines to load (remote servers must be able to read it).",
     )
     target_modules: str | list[str] = knob("all-linear", "Modules that get adapters: 'all-linear' or a list of names.")
     exclude_modules: str | list[str] | None = knob(None, "Modules excluded from target_modules (peft semantics).")
@@ -382,7 +383,10 @@ class ChatTemplateConfig:
 
 @dataclass
 class GeneratorConfig:
-    model_name: str = knob("${trainer.policy.model.path}", "Model the engines serve; defaults to the policy path.")
+    model_name: str = knob(
+        "${trainer.policy.model.path}",
+        "The `model` name requests to remote engines carry (their served model name); defaults to the policy path.",
+    )
     model_dtype: str = knob(
         "bfloat16", "vLLM engine weight dtype (the hf engine generates with the policy's own weights and dtype)."
     )
@@ -391,7 +395,8 @@ class GeneratorConfig:
     backend: str = knob("hf", "Local engine: 'hf' (transformers, CPU or GPU) or 'vllm'.")
     weight_sync_backend: str = knob(
         "nccl",
-        "Trainer-to-engine weight sync backend (vLLM/remote engines; the hf engine shares the policy's weights).",
+        "Backend of the trainer-to-engine weight broadcast: nccl (GPU) or gloo (CPU); the local hf engine shares "
+        "the policy's weights.",
     )
     weight_transfer_threshold_cuda_ipc_GB: float = knob(1.0, "Batch size (GB) of CUDA-IPC weight transfers.")
     inference_engine_tensor_parallel_size: int = knob(1, "Tensor parallelism inside each engine.")

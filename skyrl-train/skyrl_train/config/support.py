@@ -29,6 +29,11 @@ __all__ = [
     "CRITIC_ONLY",
     "SEPARATE_REF_ONLY",
     "KL_IN_REWARD_ONLY",
+    "REMOTE_ENGINES_ONLY",
+    "LOCAL_ENGINES_ONLY",
+    "WEIGHT_SYNC_ONLY",
+    "LORA_SYNC_ONLY",
+    "engines_receive_weights",
     "CONDITIONAL",
     "Conditional",
     "conditional_mark",
@@ -44,8 +49,8 @@ _CPU_OFFLOAD = (
     "FSDP2 CPU offload only applies to GPU ranks, and no test here runs on a GPU, so it is not offered unverified"
 )
 _ENGINES = (
-    "only the colocated hf engine runs, generating with the policy's own weights; "
-    "vLLM and remote engines are not implemented yet"
+    "the engines that run are the local hf engine (generating with the policy's own weights) and remote servers; "
+    "the vLLM engine is not implemented yet"
 )
 _NO_LOSS = "no built-in policy loss reads it ({} is not implemented); register a custom policy loss instead"
 
@@ -68,8 +73,7 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.update_ref_every_epoch": "the ref model is never updated from the policy",
     "trainer.rope_scaling": "RoPE settings are not applied to the model config",
     "trainer.rope_theta": "RoPE settings are not applied to the model config",
-    "trainer.policy.model.lora.lora_sync_path": _ENGINES,
-    "trainer.critic.model.lora.lora_sync_path": _ENGINES,
+    "trainer.critic.model.lora.lora_sync_path": "the critic's weights are never sent to an inference engine",
     # --- algorithm
     "trainer.algorithm.sapo.tau_pos": _NO_LOSS.format("the sapo loss"),
     "trainer.algorithm.sapo.tau_neg": _NO_LOSS.format("the sapo loss"),
@@ -82,17 +86,8 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.algorithm.cispo.cispo_eps_clip_high": _NO_LOSS.format("the cispo loss"),
     # --- inference engines
     "generator.backend": _ENGINES,
-    "generator.run_engines_locally": _ENGINES,
-    "generator.remote_inference_engine_urls": _ENGINES,
-    "generator.override_existing_update_group": _ENGINES,
-    "generator.model_name": _ENGINES,
     "generator.model_dtype": _ENGINES,
-    "generator.num_inference_engines": _ENGINES,
-    "generator.inference_engine_tensor_parallel_size": _ENGINES,
-    "generator.inference_engine_pipeline_parallel_size": _ENGINES,
     "generator.inference_engine_expert_parallel_size": _ENGINES,
-    "generator.inference_engine_data_parallel_size": _ENGINES,
-    "generator.weight_sync_backend": _ENGINES,
     "generator.weight_transfer_threshold_cuda_ipc_GB": _ENGINES,
     "generator.vllm_v1_disable_multiproc": _ENGINES,
     "generator.enable_chunked_prefill": _ENGINES,
@@ -175,6 +170,28 @@ SEPARATE_REF_ONLY: tuple[str, ...] = (
 """Keys of a reference model of its own: read only when a KL term is on and the policy has no LoRA adapter (with
 LoRA the reference is the policy with its adapter switched off, on the policy's workers)."""
 
+REMOTE_ENGINES_ONLY: tuple[str, ...] = ("generator.remote_inference_engine_urls", "generator.model_name")
+"""Keys only remote engines read (the server URLs, the `model` name requests carry)."""
+
+LOCAL_ENGINES_ONLY: tuple[str, ...] = ("generator.max_num_seqs", "generator.enable_prefix_caching")
+"""Keys of engines this job starts (a remote server has its own settings)."""
+
+WEIGHT_SYNC_ONLY: tuple[str, ...] = (
+    "generator.weight_sync_backend",
+    "generator.override_existing_update_group",
+    *(f"generator.inference_engine_{kind}_parallel_size" for kind in ("tensor", "pipeline", "data")),
+)
+"""Keys of engines that receive weights from the trainer (remote servers): the local hf engine shares the policy's
+module, so it has no weight-update group and runs as one worker."""
+
+LORA_SYNC_ONLY: tuple[str, ...] = ("trainer.policy.model.lora.lora_sync_path",)
+
+
+def engines_receive_weights(cfg: SkyRLConfig) -> bool:
+    """The engines get the policy's weights through a weight sync (anything but the local hf engine)."""
+    return not (cfg.generator.run_engines_locally and cfg.generator.backend == "hf")
+
+
 KL_IN_REWARD_ONLY: tuple[str, ...] = tuple(
     f"trainer.algorithm.kl_ctrl.{key}" for key in ("type", "kl_target", "horizon")
 )
@@ -215,6 +232,30 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "a reference model of its own: a KL term on (use_kl_loss or use_kl_in_reward) and a policy without LoRA; "
         "with LoRA the reference is the policy with its adapter off",
         "only with a KL term and no LoRA",
+    ),
+    Conditional(
+        REMOTE_ENGINES_ONLY,
+        lambda cfg: not cfg.generator.run_engines_locally,
+        "remote engines (generator.run_engines_locally=false)",
+        "remote engines only",
+    ),
+    Conditional(
+        LOCAL_ENGINES_ONLY,
+        lambda cfg: cfg.generator.run_engines_locally,
+        "engines this job starts (generator.run_engines_locally=true); a remote server has its own settings",
+        "local engines only",
+    ),
+    Conditional(
+        WEIGHT_SYNC_ONLY,
+        engines_receive_weights,
+        "engines that receive weights from the trainer (remote engines; the local hf engine shares the policy)",
+        "engines receiving weights only",
+    ),
+    Conditional(
+        LORA_SYNC_ONLY,
+        lambda cfg: engines_receive_weights(cfg) and cfg.trainer.policy.model.lora.rank > 0,
+        "a LoRA policy whose adapter is sent to engines (LoRA with remote engines)",
+        "LoRA with remote engines only",
     ),
     Conditional(
         KL_IN_REWARD_ONLY,

@@ -1,16 +1,16 @@
 """Every cross-key rule of the config, in one place: `validate_cfg(cfg)`.
 
-Rules follow upstream SkyRL's `validate_cfg` / `validate_generator_cfg` / `validate_batch_sizes`. This
-fork runs the single-process strategy and the colocated hf engine; keys that only the others would read
-(fsdp2, placement, vLLM / remote engines, ...) are refused unless at their default, by the one table in
-`support.py`. The rules for those keys stay here for when they are implemented. All problems are collected
-and raised together as one `ConfigError`, each naming its key(s). On success derived keys are filled in:
-`trainer.algorithm.max_seq_len` (if null) and `trainer.resume_mode` (null -> "none"). Before any check the
-deprecated `trainer.algorithm.use_tis` is mapped onto `off_policy_correction` as upstream does (with a warning).
+Rules follow upstream SkyRL's `validate_cfg` / `validate_generator_cfg` / `validate_batch_sizes` (except that remote
+engines may return logprobs: ours and vLLM's servers do). Keys that only unimplemented parts would read are refused
+unless at their default, by the one table in `support.py`. All problems are collected and raised together as one
+`ConfigError`, each naming its key(s). On success derived keys are filled in: `trainer.algorithm.max_seq_len` (if
+null) and `trainer.resume_mode` (null -> "none"). Before any check the deprecated `trainer.algorithm.use_tis` is
+mapped onto `off_policy_correction` as upstream does (with a warning).
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 
 from skyrl_train.config.errors import ConfigError
@@ -33,6 +33,7 @@ BACKENDS = ("hf", "vllm")
 LOGGERS = ("console", "jsonl", "tensorboard", "wandb")
 LOSS_REDUCTIONS = ("token_mean", "sequence_mean", "seq_mean_token_sum_norm")
 RESUME_MODES = ("none", "latest", "from_path")
+_REMOTE_URL = re.compile(r"(https?://)?[^\s/:]+:\d+(/v1)?/?")
 _UNSUPPORTED = {
     "trainer.strategy": {"megatron": "use fsdp2", "fsdp": "FSDP1 is not ported; use fsdp2", "deepspeed": "use fsdp2"},
     "generator.backend": {"sglang": "use vllm (GPU) or hf"},
@@ -150,11 +151,17 @@ def _check_generator(cfg: SkyRLConfig, problems: list[str]) -> None:
                 f"generator.num_inference_engines ({g.num_inference_engines}) must equal the number of "
                 f"generator.remote_inference_engine_urls ({len(g.remote_inference_engine_urls)}) for remote engines."
             )
-        if g.sampling_params.logprobs is not None:
-            problems.append(
-                "generator.sampling_params.logprobs must be null with remote engines "
-                "(generator.run_engines_locally=false): remote engines do not return logprobs."
-            )
+        for url in g.remote_inference_engine_urls:
+            if not _REMOTE_URL.fullmatch(str(url)):
+                problems.append(
+                    f"generator.remote_inference_engine_urls: {url!r} is not host:port (or http(s)://host:port)."
+                )
+    elif g.backend == "hf" and g.num_inference_engines != 1:
+        problems.append(
+            f"generator.num_inference_engines={g.num_inference_engines} with the local hf engine: it generates with "
+            "the policy's own module, so there is one; use remote engines (generator.run_engines_locally=false) "
+            "for more."
+        )
     if g.backend == "vllm" and not g.async_engine and not g.batched:
         problems.append("generator.async_engine=false with generator.backend=vllm requires generator.batched=true.")
     if g.enable_http_endpoint and not g.async_engine:

@@ -4,7 +4,7 @@ With ``trainer.strategy=single`` the engine generates from the policy's own modu
 weights live sharded in the actors, so the driver keeps a plain copy of the policy (same model path, same LoRA
 setup) for the engine. ``sync()`` gathers the trainable weights (the LoRA adapter, or every weight) from the ranks
 and loads them into the copy (``load_state_dict``, which also bumps the model's ``WeightVersion`` for the engine's
-prefix cache). It runs once at construction, after every policy update (``PPOTrainer``'s ``sync_weights``) and
+prefix cache). It runs once at construction, after every policy update (the weight sync's ``refresh``) and
 after every checkpoint load.
 """
 

@@ -40,6 +40,7 @@ from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
 if TYPE_CHECKING:
     from skyrl_train.serve import PolicyEndpoint
+    from skyrl_train.weight_sync import WeightSyncSender
 
 logger = logging.getLogger(__name__)
 
@@ -121,17 +122,17 @@ class BasePPOExp:
         return policy, ref, critic
 
     def get_inference_engine(self, policy: PolicyWorker, tokenizer) -> InferenceEngineInterface:
-        """The engine that generates with the policy's weights (the colocated `hf` engine shares its module)."""
+        """The engine(s) rollouts come from: remote servers (`generator.run_engines_locally=false`), else the local
+        `hf` engine, which shares the policy's module."""
+        if not self.cfg.generator.run_engines_locally:
+            return self.make_remote_engines(tokenizer)
         return self.make_inference_engine(policy.model, tokenizer)
 
     def make_inference_engine(self, model, tokenizer) -> InferenceEngineInterface:
-        """An inference engine over `model` as `generator.*` configures it."""
+        """A local inference engine over `model` as `generator.*` configures it."""
         g = self.cfg.generator
-        if not g.run_engines_locally or g.backend != "hf":
-            raise NotImplementedError(
-                f"generator.backend={g.backend!r} (run_engines_locally={g.run_engines_locally}) is not available yet; "
-                "use generator.backend=hf"
-            )
+        if g.backend != "hf":
+            raise NotImplementedError(f"generator.backend={g.backend!r} is not available yet; use generator.backend=hf")
         from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES, HFInferenceEngine
 
         return HFInferenceEngine(
@@ -141,6 +142,56 @@ class BasePPOExp:
             seed=self.cfg.trainer.seed,
             prefix_cache_bytes=DEFAULT_PREFIX_CACHE_BYTES if g.enable_prefix_caching else 0,
             num_threads=self.cfg.trainer.cpu_threads,
+        )
+
+    def make_remote_engines(self, tokenizer) -> InferenceEngineInterface:
+        """One `RemoteInferenceEngine` per `generator.remote_inference_engine_urls` entry, behind a client that
+        routes each episode to one server and takes unreachable servers out of service."""
+        from skyrl_train.inference_engines.client import InferenceEngineClient
+        from skyrl_train.inference_engines.remote import RemoteInferenceEngine
+
+        g = self.cfg.generator
+        engines = [
+            RemoteInferenceEngine(
+                url,
+                g.model_name,
+                tokenizer,
+                tp_size=g.inference_engine_tensor_parallel_size,
+                pp_size=g.inference_engine_pipeline_parallel_size,
+                dp_size=g.inference_engine_data_parallel_size,
+            )
+            for url in g.remote_inference_engine_urls
+        ]
+        return InferenceEngineClient(engines)
+
+    def get_weight_sync(
+        self, engine: InferenceEngineInterface, policy, refresh: Callable[[], None] | None = None
+    ) -> WeightSyncSender:
+        """How the policy's weights reach `engine` after each update (`skyrl_train.weight_sync`): the mode follows
+        upstream's rules (`transfer_mode`); `refresh` brings a local engine's copy of the policy up to date (fsdp2)."""
+        from skyrl_train.weight_sync import WeightSyncSender, override_existing_update_group, transfer_mode
+        from skyrl_train.weight_sync.strategy import trainer_address
+
+        cfg, g = self.cfg, self.cfg.generator
+        shares = g.run_engines_locally and g.backend == "hf"
+        mode = transfer_mode(cfg, engine_shares_policy=shares)
+        if mode == "broadcast" and g.weight_sync_backend == "nccl" and not torch.cuda.is_available():
+            raise ValueError(
+                "generator.weight_sync_backend=nccl needs CUDA, and this machine has none: set "
+                "generator.weight_sync_backend=gloo to send the weights over CPU"
+            )
+        lora = cfg.trainer.policy.model.lora
+        return WeightSyncSender(
+            engine,
+            policy,
+            mode,
+            backend=g.weight_sync_backend,
+            master_addr=trainer_address(g.remote_inference_engine_urls) if not g.run_engines_locally else "127.0.0.1",
+            lora_config=lora,
+            base_model_path=cfg.trainer.policy.model.path,
+            lora_sync_path=lora.lora_sync_path,
+            override_existing=override_existing_update_group(cfg),
+            refresh=refresh,
         )
 
     def get_generator(self, engine: InferenceEngineInterface, tokenizer) -> SkyRLGymGenerator:
@@ -206,13 +257,15 @@ class BasePPOExp:
 
     def _train(self, tokenizer, train_loader, eval_loader, policy, ref, critic) -> None:
         t = self.cfg.trainer
-        engine_policy, sync_weights = policy, None
-        if t.strategy == "fsdp2":  # the ranks hold the weights: the engine generates from a copy synced from them
+        engine_policy, refresh = policy, None
+        if t.strategy == "fsdp2" and self.cfg.generator.run_engines_locally:
+            # The ranks hold the weights: the local engine generates from a copy synced from them.
             from skyrl_train.distributed.engine_sync import DriverPolicyCopy
 
             engine_policy = DriverPolicyCopy(t.policy, policy, "bfloat16" if t.bf16 else "float32")
-            sync_weights = engine_policy.sync
+            refresh = engine_policy.sync
         engine = self.get_inference_engine(engine_policy, tokenizer)
+        weight_sync = self.get_weight_sync(engine, policy, refresh)
         generator = self.get_generator(engine, tokenizer)
         endpoint = self.get_http_endpoint(engine, tokenizer)
         if endpoint is not None:
@@ -228,8 +281,9 @@ class BasePPOExp:
                 policy,
                 ref,
                 critic,
-                sync_weights=sync_weights,
-                inference_engine=engine,
+                sync_weights=weight_sync.sync,
+                # Local engines sleep while the trainer updates; remote servers are never colocated with it.
+                inference_engine=engine if self.cfg.generator.run_engines_locally else None,
                 checkpoints=self.get_checkpoint_manager(),
                 eval_dumps=self.get_eval_dump_uploader(),
             )
@@ -241,11 +295,10 @@ class BasePPOExp:
                         endpoint.served_model_name,
                         endpoint.url,
                     )
-                asyncio.run(trainer.train())
+                asyncio.run(_train_then_close(trainer, weight_sync, engine))
             finally:
                 if endpoint is not None:
                     endpoint.stop()
-                asyncio.run(engine.teardown())
 
     def write_report(self) -> None:
         metrics_file = self.export_path / "metrics.jsonl"
@@ -254,6 +307,18 @@ class BasePPOExp:
 
             write_report(metrics_file, self.export_path / "report")
             logger.info("run report written to %s", self.export_path / "report")
+
+
+async def _train_then_close(trainer: PPOTrainer, weight_sync: WeightSyncSender, engine: InferenceEngineInterface):
+    """Train, then leave the weight-update group and tear the engine down, on the loop that used them."""
+    try:
+        await trainer.train()
+    finally:
+        try:
+            await weight_sync.close()
+        except Exception:  # e.g. a server that died: nothing left to leave
+            logger.warning("leaving the weight-update group failed", exc_info=True)
+        await engine.teardown()
 
 
 def _seed_everything(seed: int) -> None:

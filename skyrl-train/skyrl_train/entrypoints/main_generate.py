@@ -3,7 +3,8 @@
 Takes the training config (same overrides, same validation). `trainer.policy.model.path` is the model to
 evaluate: any HF folder or id, e.g. a run's export `<export_path>/global_step_N/policy` (LoRA merged) or the
 default alias; `data.val_data` is the eval set. It runs the env preflight, then one eval (upstream's
-`EvalOnlyEntrypoint`: `eval_sampling_params`, `eval_n_samples_per_prompt`), logs the `eval/*` metrics to the
+`EvalOnlyEntrypoint`: `eval_sampling_params`, `eval_n_samples_per_prompt`; with `generator.run_engines_locally=false`
+the remote servers' model is evaluated instead and nothing is loaded here), logs the `eval/*` metrics to the
 trackers, writes the dumps to `<export_path>/dumped_evals/eval_only/` and, with S3 on, uploads them to
 `s3://{eval_bucket}/evals/{run_name}/eval_only/`. `skyrl-analyze-evals <export_path>` reads them like training's.
 Exit status: 0, 2 for an invalid config, 1 when the preflight stops the run.
@@ -47,15 +48,22 @@ class EvalOnlyEntrypoint(BasePPOExp):
         tokenizer = self.get_tokenizer()
         dataset = self.get_eval_dataset(tokenizer)
         self.preflight(None, dataset)
-        model = load_causal_lm(t.policy.model.path, "bfloat16" if t.bf16 else "float32")
-        engine = self.make_inference_engine(model, tokenizer)
+        if self.cfg.generator.run_engines_locally:
+            model = load_causal_lm(t.policy.model.path, "bfloat16" if t.bf16 else "float32")
+            engine = self.make_inference_engine(model, tokenizer)
+        else:  # the servers' model, as they serve it
+            engine = self.make_remote_engines(tokenizer)
         generator = self.get_generator(engine, tokenizer)
         dump_dir = self.export_path / "dumped_evals" / EVAL_ONLY_DIR if t.dump_eval_results else None
         loader = PromptDataLoader.for_eval(dataset, t.eval_batch_size)
-        try:
-            metrics = asyncio.run(evaluate(loader, generator, self.cfg, None, tokenizer, dump_dir))
-        finally:
-            asyncio.run(engine.teardown())
+
+        async def evaluate_then_teardown() -> dict[str, float]:
+            try:
+                return await evaluate(loader, generator, self.cfg, None, tokenizer, dump_dir)
+            finally:
+                await engine.teardown()
+
+        metrics = asyncio.run(evaluate_then_teardown())
         with self.get_tracker() as tracker:
             tracker.log(metrics, step=0)
         uploads = self.get_eval_dump_uploader()

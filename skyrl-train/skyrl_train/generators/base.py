@@ -26,8 +26,12 @@ class TrajectoryStopReason(StopReason):
     """The env recovered from a tool-server failure (it set `metadata["infra_failure"]` on a step) and went on."""
     USER_SIMULATOR_FAILED = "user_simulator_failed"
     """The env's simulated user (e.g. an LLM endpoint) failed: a step set `metadata["infra_failure"]` to this value."""
+    ENGINE_FAILED = "engine_failed"
+    """The inference engine serving the episode became unreachable (a remote server died; `EngineUnavailableError`)."""
 
-    INFRA_FAILURES = frozenset({ENV_INIT_FAILED, ENV_STEP_FAILED, TIMEOUT, TOOL_SERVER_FAILED, USER_SIMULATOR_FAILED})
+    INFRA_FAILURES = frozenset(
+        {ENV_INIT_FAILED, ENV_STEP_FAILED, TIMEOUT, TOOL_SERVER_FAILED, USER_SIMULATOR_FAILED, ENGINE_FAILED}
+    )
 
     @classmethod
     def of_reported_failure(cls, reported: str) -> str:
@@ -90,6 +94,9 @@ class GeneratorOutput(TypedDict, total=False):
     conversations: list[TrajectoryConversation | None] | None
     """Per trajectory (on its last row in step-wise mode, None on the others): its messages, for inspection
     and eval dumps only (training uses the token ids)."""
+    weight_versions: list[int | None] | None
+    """Per row: the weight version that generated its tokens (the oldest, if its turns were generated with several),
+    as the engine reported it; None where no token was generated or the engine could not tell."""
 
 
 class GeneratorInterface(ABC):

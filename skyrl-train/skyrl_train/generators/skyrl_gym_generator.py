@@ -13,12 +13,18 @@ with zero loss mask, counted in the rollout metrics, so the trainer can keep it 
 - an env step reports a failure it recovered from (`metadata["infra_failure"]`, e.g. a tool server crashed and
   was restarted) -> the episode goes on to its normal end, then gets `tool_server_failed` (`user_simulator_failed`
   when that is the reported value), masked like `env_step_failed`;
+- the inference engine serving the episode becomes unreachable (`EngineUnavailableError`: a remote server died)
+  -> `engine_failed`, the turns so far kept and masked like `env_step_failed` (no turn yet: a placeholder row);
 - `generator.trajectory_timeout_seconds` runs out -> placeholder row (`timeout`). Every engine and env call
   runs under the remaining budget; a sync env call stuck in a pool thread is abandoned (threads cannot be
   killed), which is one more reason to implement the async env hooks.
 Each infrastructure failure also records what went wrong, as text, under `env_metrics["infra_error"]`
 (`INFRA_ERROR_KEY`), so a run that stops on too many failures (`trainer.max_infra_failure_ratio`) and an eval
 dump can show it.
+
+Every row carries the weight version that generated it (`weight_versions`, the oldest of its turns'), as the engine
+reported it. Turns whose token ids a text-only remote server made us re-encode from text are counted
+(`retokenized_turns`): they break token-in/token-out.
 
 Empty or whitespace-only generations are not failures: they are the policy's own output, so the turn is kept,
 stepped as usual, trained on like any other turn (its sampled tokens are in the loss and it is scored) and
@@ -64,6 +70,7 @@ from skyrl_train.generators.utils import (
     zero_rewards_on_non_stop,
 )
 from skyrl_train.inference_engines.base import InferenceEngineInput, InferenceEngineInterface, SamplingParams
+from skyrl_train.inference_engines.client import EngineUnavailableError
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import GeneratorConfig, SkyRLGymConfig
@@ -74,8 +81,9 @@ ENV_CLOSE_WAIT_SECONDS = 30.0
 """How long a trajectory waits for `env.close()`; a slower close keeps running in the background."""
 
 
-class _EnvFailure(Exception):
-    """An env make/init/step raised; `stop_reason` says which kind of infrastructure failure it is."""
+class _InfraFailure(Exception):
+    """An env make/init/step raised or the engine became unreachable; `stop_reason` says which kind of
+    infrastructure failure it is."""
 
     def __init__(self, stop_reason: str):
         super().__init__(stop_reason)
@@ -93,6 +101,8 @@ class TrajectoryRow:
     rewards: list[float]
     """Per token, same length as `response_ids`."""
     stop_reason: str
+    weight_version: int | None = None
+    """The weight version that generated the row's tokens (the oldest of its turns'); None if unknown."""
 
 
 @dataclass
@@ -119,6 +129,9 @@ class _Turn:
     """The text is empty or whitespace only (counted in `empty_responses`; still trained on)."""
     stripped_eos: tuple[int, float] | None = None
     """Single-message mode: (mask, logprob) of the EOS removed from the end of this turn."""
+    weight_version: int | None = None
+    retokenized: bool = False
+    """The engine returned text only and these ids were re-encoded from it."""
 
 
 @dataclass
@@ -141,6 +154,9 @@ class _Rollout:
     conversation: TrajectoryConversation | None = None
     infra_failure: str | None = None
     """The first `metadata["infra_failure"]` an env step reported."""
+    weight_versions: list[int | None] = field(default_factory=list)
+    """Each turn's weight version."""
+    retokenized_turns: int = 0
 
     @property
     def response_length(self) -> int:
@@ -151,7 +167,15 @@ class _Rollout:
             rewards = [0.0] * len(turn.ids)
             rewards[turn.reward_offset] = reward
             self.steps.append(
-                TrajectoryRow(list(self.input_ids), turn.ids, turn.loss_mask, turn.logprobs, rewards, turn.stop_reason)
+                TrajectoryRow(
+                    list(self.input_ids),
+                    turn.ids,
+                    turn.loss_mask,
+                    turn.logprobs,
+                    rewards,
+                    turn.stop_reason,
+                    turn.weight_version,
+                )
             )
         self.reward_positions.append((self.response_length + turn.reward_offset, reward))
         self.input_ids += turn.ids
@@ -161,6 +185,8 @@ class _Rollout:
         self.stop_reason = turn.stop_reason
         self.empty_responses += turn.empty
         self.closing_eos = turn.stripped_eos
+        self.weight_versions.append(turn.weight_version)
+        self.retokenized_turns += turn.retokenized
         self.conversation.response.append({"role": "assistant", "content": turn.text})
 
     def add_observation(self, obs_ids: list[int]) -> None:
@@ -253,7 +279,10 @@ class SkyRLGymGenerator(GeneratorInterface):
                 row_trajectory_ids.append(trajectory_id)
         stop_reasons = [row.stop_reason for row in rows]
         response_ids = [row.response_ids for row in rows]
-        metrics = get_rollout_metrics(response_ids, stop_reasons, row_env_classes, env_metrics, is_last_step)
+        weight_versions = [row.weight_version for row in rows]
+        metrics = get_rollout_metrics(
+            response_ids, stop_reasons, row_env_classes, env_metrics, is_last_step, weight_versions
+        )
         rewards = [row.rewards for row in rows]
         loss_masks = [row.loss_mask for row in rows]
         if self.cfg.zero_reward_on_non_stop:
@@ -272,6 +301,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             is_last_step=is_last_step if self.step_wise else None,
             env_metrics=env_metrics,
             conversations=conversations,
+            weight_versions=weight_versions,
         )
 
     # ------------------------------------------------------------------------------------- agent loop
@@ -307,10 +337,10 @@ class SkyRLGymGenerator(GeneratorInterface):
                 rollout.stop_reason = TrajectoryStopReason.of_reported_failure(rollout.infra_failure)
                 return self._finish(rollout, {**env.get_metrics(), INFRA_ERROR_KEY: rollout.infra_failure}, masked=True)
             return self._finish(rollout, env.get_metrics())
-        except _EnvFailure as failure:
+        except _InfraFailure as failure:
             logger.warning("trajectory %s (%s): %s", session_id, env_class, failure.stop_reason, exc_info=True)
             error = {INFRA_ERROR_KEY: _describe(failure.__cause__)}
-            if failure.stop_reason == TrajectoryStopReason.ENV_STEP_FAILED:
+            if rollout is not None and failure.stop_reason in _MID_EPISODE_FAILURES:
                 rollout.stop_reason = failure.stop_reason
                 return self._finish(rollout, error, masked=True)
             return self._placeholder(prompt, None, failure.stop_reason, error)
@@ -333,7 +363,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             turn = await self._generate_turn(rollout, sampling_params, session_id)
             try:
                 step = await self._env_call(env, "step", turn.text)
-            except _EnvFailure:
+            except _InfraFailure:
                 rollout.add_turn(turn, 0.0)
                 raise
             if step.get("postprocessed_action") is not None:
@@ -353,18 +383,24 @@ class SkyRLGymGenerator(GeneratorInterface):
             rollout.add_observation(self._observation_ids(observations))
 
     async def _generate_turn(self, rollout: _Rollout, sampling_params: SamplingParams, session_id: str | None) -> _Turn:
-        output = await self.inference_engine_client.generate(
-            InferenceEngineInput(
-                prompt_token_ids=[list(rollout.input_ids)],
-                sampling_params=sampling_params,
-                session_ids=None if session_id is None else [session_id],
+        try:
+            output = await self.inference_engine_client.generate(
+                InferenceEngineInput(
+                    prompt_token_ids=[list(rollout.input_ids)],
+                    sampling_params=sampling_params,
+                    session_ids=None if session_id is None else [session_id],
+                )
             )
-        )
+        except EngineUnavailableError as error:
+            raise _InfraFailure(TrajectoryStopReason.ENGINE_FAILED) from error
         text = output["responses"][0]
         ids = list(output["response_ids"][0])
         logprobs = output.get("response_logprobs")
         logprobs = list(logprobs[0]) if logprobs else [0.0] * len(ids)
-        return self._make_turn(text, ids, logprobs, output["stop_reasons"][0], sampling_params.stop)
+        turn = self._make_turn(text, ids, logprobs, output["stop_reasons"][0], sampling_params.stop)
+        turn.weight_version = (output.get("weight_versions") or [None])[0]
+        turn.retokenized = bool((output.get("retokenized") or [False])[0])
+        return turn
 
     def _make_turn(self, text: str, ids: list[int], logprobs: list[float], stop_reason: str, stop) -> _Turn:
         """Annotate sampled ids: mask 1 on every sampled token; EOS handling per conversation mode."""
@@ -426,7 +462,10 @@ class SkyRLGymGenerator(GeneratorInterface):
             return self._placeholder_from_ids(
                 rollout.prompt_ids, rollout.stop_reason, env_metrics, rollout.conversation
             )
-        metrics = {**env_metrics, **trajectory_counters(rollout.stop_reason, rollout.empty_responses)}
+        metrics = {
+            **env_metrics,
+            **trajectory_counters(rollout.stop_reason, rollout.empty_responses, rollout.retokenized_turns),
+        }
         if rollout.steps is not None:
             rollout.steps[-1].stop_reason = rollout.stop_reason
             if masked:
@@ -446,7 +485,15 @@ class SkyRLGymGenerator(GeneratorInterface):
             )
         if masked:
             loss_mask = [0] * len(loss_mask)
-        row = TrajectoryRow(rollout.prompt_ids, response, loss_mask, logprobs, rewards, rollout.stop_reason)
+        row = TrajectoryRow(
+            rollout.prompt_ids,
+            response,
+            loss_mask,
+            logprobs,
+            rewards,
+            rollout.stop_reason,
+            _oldest(rollout.weight_versions),
+        )
         return Trajectory([row], metrics, rollout.conversation)
 
     def _close_single_message(self, rollout, response, loss_mask, logprobs, rewards):
@@ -490,7 +537,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         try:
             return skyrl_gym.make(env_class, env_config=env_config, extras=extras)
         except Exception as exc:
-            raise _EnvFailure(TrajectoryStopReason.ENV_INIT_FAILED) from exc
+            raise _InfraFailure(TrajectoryStopReason.ENV_INIT_FAILED) from exc
 
     async def _env_call(self, env, hook: str, *args):
         """`init` or `step`, with any exception turned into the matching infrastructure failure."""
@@ -498,7 +545,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             return await self._call_env_hook(env, hook, *args)
         except Exception as exc:
             reason = TrajectoryStopReason.ENV_INIT_FAILED if hook == "init" else TrajectoryStopReason.ENV_STEP_FAILED
-            raise _EnvFailure(reason) from exc
+            raise _InfraFailure(reason) from exc
 
     async def _call_env_hook(self, env, hook: str, *args):
         """Await the env's own async hook; otherwise run the sync method in the env pool (or inline if 0 workers)."""
@@ -517,6 +564,15 @@ class SkyRLGymGenerator(GeneratorInterface):
             logger.warning("%s: close() still running after %ss; not waiting for it", env, ENV_CLOSE_WAIT_SECONDS)
         except Exception:
             logger.warning("%s: close() raised", env, exc_info=True)
+
+
+_MID_EPISODE_FAILURES = frozenset({TrajectoryStopReason.ENV_STEP_FAILED, TrajectoryStopReason.ENGINE_FAILED})
+"""Failures after which the turns so far are kept (masked) for inspection."""
+
+
+def _oldest(versions: list[int | None]) -> int | None:
+    """The oldest of the turns' weight versions (None if any turn's is unknown)."""
+    return None if not versions or None in versions else min(versions)
 
 
 def _progress_label(metadata: BatchMetadata | None) -> str:

@@ -30,6 +30,8 @@ GENERATOR_COUNTERS: dict[str, str] = {
     "trajectory_timeout": "trajectory_timeouts",
     "tool_server_failed": "tool_server_failures",
     "user_simulator_failed": "user_simulator_failures",
+    "engine_failed": "engine_failures",
+    "retokenized_turns": "retokenized_turns",
 }
 """Counters the generator adds to each trajectory's `env_metrics` -> the batch metric that sums them.
 They are kept apart from the env's own `get_metrics()` keys, which go through the env's aggregator."""
@@ -43,6 +45,7 @@ FAILURE_COUNTERS: dict[str, str] = {
     TrajectoryStopReason.TIMEOUT: "trajectory_timeout",
     TrajectoryStopReason.TOOL_SERVER_FAILED: "tool_server_failed",
     TrajectoryStopReason.USER_SIMULATOR_FAILED: "user_simulator_failed",
+    TrajectoryStopReason.ENGINE_FAILED: "engine_failed",
 }
 """Infrastructure-failure stop reason -> its 0/1 counter in `env_metrics`."""
 
@@ -116,9 +119,10 @@ class ObservationEncoder:
         return ids[len(self._base_ids) :]
 
 
-def trajectory_counters(stop_reason: str, empty_responses: int) -> dict[str, int]:
-    """The generator's counters for one trajectory (every key of `GENERATOR_COUNTERS`, always present)."""
-    counters = {"empty_responses": empty_responses}
+def trajectory_counters(stop_reason: str, empty_responses: int, retokenized_turns: int = 0) -> dict[str, int]:
+    """The generator's counters for one trajectory (every key of `GENERATOR_COUNTERS`, always present).
+    `retokenized_turns` counts turns whose token ids a text-only engine re-encoded from text."""
+    counters = {"empty_responses": empty_responses, "retokenized_turns": retokenized_turns}
     counters.update({name: int(reason == stop_reason) for reason, name in FAILURE_COUNTERS.items()})
     return counters
 
@@ -151,15 +155,19 @@ def get_rollout_metrics(
     env_classes: Sequence[str],
     env_metrics: Sequence[Mapping[str, Any]],
     is_last_step: Sequence[bool] | None = None,
+    weight_versions: Sequence[int | None] | None = None,
 ) -> dict[str, float]:
     """Rollout metrics of one generated batch (all lists aligned with the output rows).
 
     - `generate/{min,max,avg,std}_num_tokens`: response lengths of every row (observation tokens included);
     - `generate/stop_reason/<reason>`: trajectories per stop reason;
     - `generate/<counter>` and `environment/<env_class>/<counter>` for each of `GENERATOR_COUNTERS`
-      (empty_responses counts empty turns; the failure counters count trajectories);
+      (empty_responses and retokenized_turns count turns; the failure counters count trajectories);
     - `environment/<env_class>/<key>`: the env class's `aggregate_metrics` over the `get_metrics()` of its
       trajectories whose env ran (infrastructure failures excluded).
+
+    - `generate/{min,max}_weight_version`: the oldest and newest weight version that generated a row (rows whose
+      version is unknown left out; absent when none is known).
 
     In step-wise mode pass `is_last_step`: trajectory-level numbers then come from last-step rows only.
     """
@@ -170,6 +178,10 @@ def get_rollout_metrics(
         "generate/avg_num_tokens": statistics.fmean(lengths),
         "generate/std_num_tokens": statistics.pstdev(lengths),
     }
+    known_versions = [v for v in weight_versions or [] if v is not None]
+    if known_versions:
+        metrics["generate/min_weight_version"] = min(known_versions)
+        metrics["generate/max_weight_version"] = max(known_versions)
     rows = [i for i in range(len(lengths)) if is_last_step is None or is_last_step[i]]
     for reason, count in Counter(stop_reasons[i] for i in rows).items():
         metrics[f"generate/stop_reason/{reason}"] = count

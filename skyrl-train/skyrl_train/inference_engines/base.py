@@ -8,7 +8,10 @@ its own edge (the way transformers passes a `GenerationConfig` through `generate
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from skyrl_train.weight_sync import WeightSyncInitInfo, WeightUpdateRequest
 
 
 class StopReason:
@@ -105,6 +108,12 @@ class InferenceEngineOutput(TypedDict):
     response_logprobs: list[list[float]] | None
     """Per sampled token: log_softmax(logits / temperature) at that token (temperature 0 counts as 1), i.e.
     exactly what the trainer recomputes; top-k/top-p/min-p truncation is not applied. None if not requested."""
+    weight_versions: NotRequired[list[int | None] | None]
+    """Per response: the weight version that generated it (`WeightUpdateRequest.weight_version`: the trainer's
+    global step whose update produced the weights, 0 = the starting weights); None where the engine cannot tell."""
+    retokenized: NotRequired[list[bool] | None]
+    """Per response: True if its `response_ids` were re-encoded from text (a remote server that returns no token
+    ids), so they may differ from the sampled tokens. Absent or None: never."""
 
 
 class InferenceEngineInterface(ABC):
@@ -129,6 +138,24 @@ class InferenceEngineInterface(ABC):
     async def teardown(self) -> None:
         """Stop background work and free resources."""
         return None
+
+    # -- weight sync (see `skyrl_train.weight_sync` for the contract) ----------------------------------------------
+
+    async def init_weight_update_communicator(self, info: "WeightSyncInitInfo") -> None:
+        """Join the trainer's weight-update group, as ranks `info.rank_offset ..` (one per engine worker)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot join a weight-update group")
+
+    async def update_named_weights(self, request: "WeightUpdateRequest") -> None:
+        """Apply a weight update; responses generated afterwards report `request.weight_version`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot receive weights")
+
+    async def destroy_weights_update_group(self) -> None:
+        """Leave the weight-update group (a no-op when not in one)."""
+        return None
+
+    def weight_sync_ranks(self) -> int:
+        """Ranks this engine takes in the weight-update group: one per worker."""
+        return self.tp_size() * self.pp_size() * self.dp_size()
 
     def tp_size(self) -> int:
         return 1

@@ -16,6 +16,12 @@ weights back when the batch drains. The trainer must not update the weights whil
 a generation is in flight; `await engine.sleep()` waits for the in-flight requests to finish and then refuses new
 ones until `await engine.wake_up()`, which makes that hand-over explicit.
 
+Receiving weights (an engine in its own process, e.g. `python -m skyrl_train.serve`): `update_named_weights` applies
+a `skyrl_train.weight_sync` request (broadcast tensors after `init_weight_update_communicator`, a LoRA adapter folder,
+or CUDA IPC handles) once no request is in flight, holding new ones back meanwhile. Every response reports the
+weight version it was generated with (`weight_versions`): the version of the last update applied before its prefill
+(0 for the weights the engine started with; a version-only request labels the shared module's current weights).
+
 Prefix caching: prompts reuse the KV of earlier sequences they start with (see `prefix_cache`). Cached KV belongs to
 the weights that computed it, so the cache is keyed by the module's `WeightVersion` (see `weight_version`), which
 every weight change bumps (optimizer steps, `load_state_dict`, adapter switches): a prefix cached before a change is
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import functools
 import threading
@@ -43,8 +50,19 @@ from skyrl_train.inference_engines.base import (
 from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request
 from skyrl_train.inference_engines.lora_merge import MergedLoRA
 from skyrl_train.utils.memory import release_free_memory
+from skyrl_train.weight_sync import (
+    BroadcastWeightUpdateRequest,
+    CudaIpcWeightUpdateRequest,
+    LoraLoadRequest,
+    WeightReceiver,
+    WeightSyncInitInfo,
+    WeightUpdateRequest,
+    copy_into_module,
+)
 
 DEFAULT_PREFIX_CACHE_BYTES = 2 * 2**30
+_ADAPTER_NAME = "skyrl_policy"
+"""Name of the adapter loaded from `LoraLoadRequest`s."""
 
 
 class HFInferenceEngine(InferenceEngineInterface):
@@ -121,14 +139,19 @@ class HFInferenceEngine(InferenceEngineInterface):
         self._asleep = False
         self._idle = True
         self._dead: BaseException | None = None
+        self._receiver: WeightReceiver | None = None
+        self._adapter_config = None
+        """The peft LoraConfig of the adapter loaded by `LoraLoadRequest`s, once one was."""
+        self._version_labels: dict[int, int] = {self._batcher.weight_version.value: 0}
+        """Module `WeightVersion` value -> the weight version (trainer's) of those weights."""
         self._thread = threading.Thread(target=self._serve, name="HFInferenceEngine-scheduler", daemon=True)
         self._thread.start()
 
     @property
-    def weight_version(self) -> int:
-        """The version of the weights the engine generates with now (`WeightVersion.of(model).value`); requests
-        prefilled from here on use these weights, until the next weight change."""
-        return self._batcher.weight_version.value
+    def weight_version(self) -> int | None:
+        """The weight version the engine generates with now: that of the last weight update it applied (0 before
+        any), or None if the module's weights changed since without an update naming their version."""
+        return self._version_labels.get(self._batcher.weight_version.value)
 
     @property
     def stats(self) -> EngineStats:
@@ -158,6 +181,7 @@ class HFInferenceEngine(InferenceEngineInterface):
             response_ids=[r.response_ids for r in requests],
             stop_reasons=[r.stop_reason for r in requests],
             response_logprobs=None if params.logprobs is None else [r.logprobs for r in requests],
+            weight_versions=[self._version_labels.get(r.weight_version) for r in requests],
         )
 
     async def abort_generation(self) -> None:
@@ -186,10 +210,87 @@ class HFInferenceEngine(InferenceEngineInterface):
 
     async def teardown(self) -> None:
         """Stop the scheduler thread; requests still queued or running fail with RuntimeError."""
+        await self.destroy_weights_update_group()
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         await asyncio.to_thread(self._thread.join)
+
+    # -- weight sync ----------------------------------------------------------------------------------------------
+
+    async def init_weight_update_communicator(self, info: WeightSyncInitInfo) -> None:
+        """Join the weight-update group as rank `info.rank_offset` (returns once the whole group has joined)."""
+        if self._receiver is not None:
+            if not info.override_existing:
+                raise RuntimeError(
+                    "this engine is already in a weight-update group; destroy it first or join with override_existing"
+                )
+            await self.destroy_weights_update_group()
+        self._receiver = await asyncio.to_thread(WeightReceiver, info)
+
+    async def destroy_weights_update_group(self) -> None:
+        if self._receiver is not None:
+            self._receiver.close()
+            self._receiver = None
+
+    async def update_named_weights(self, request: WeightUpdateRequest) -> None:
+        """Apply `request` (see `skyrl_train.weight_sync`) once no generation is in flight; requests submitted
+        meanwhile are refused as while asleep. Broadcast tensors are all received before anything is checked."""
+        if isinstance(request, BroadcastWeightUpdateRequest):
+            if self._receiver is None:
+                raise RuntimeError("no weight-update group: call init_weight_update_communicator first")
+            tensors = await asyncio.to_thread(lambda: list(self._receiver.receive(request)))
+        elif isinstance(request, CudaIpcWeightUpdateRequest):  # GPU only
+            from skyrl_train.weight_sync.cuda_ipc import receive_cuda_ipc
+
+            tensors = list(receive_cuda_ipc(request))
+        elif isinstance(request, LoraLoadRequest) or not request.names:
+            tensors = []
+        else:
+            raise ValueError(f"a {request.type!r} weight-update request cannot carry tensors")
+        was_asleep = self._asleep
+        await asyncio.to_thread(self._wait_idle_and_sleep)
+        try:
+            version = self._batcher.weight_version
+            if isinstance(request, LoraLoadRequest):
+                await asyncio.to_thread(self._load_adapter, request.lora_path)
+                version.bump()
+            elif tensors:
+                await asyncio.to_thread(copy_into_module, self.model, tensors)
+                version.bump()
+            self._version_labels[version.value] = request.weight_version
+        finally:
+            with self._cond:
+                self._asleep = was_asleep
+
+    def _load_adapter(self, folder: str) -> None:
+        """Load the peft adapter saved in `folder` into the (plain transformers) model: the first load adds LoRA
+        layers with its config; later loads replace their weights and must have the same config."""
+        from peft import LoraConfig, PeftModel, inject_adapter_in_model, set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        from skyrl_train.weight_sync.lora import ADAPTER_WEIGHTS_FILE, same_adapter_layout
+
+        if isinstance(self.model, PeftModel):
+            raise RuntimeError("this engine's model is a peft model; LoRA load requests need a plain base model")
+        config = LoraConfig.from_pretrained(folder)
+        if self._adapter_config is None:
+            self._adapter_config = copy.deepcopy(config)  # peft resolves e.g. "all-linear" in the one it injects
+            inject_adapter_in_model(config, self.model, adapter_name=_ADAPTER_NAME)
+        elif not same_adapter_layout(config, self._adapter_config):
+            raise ValueError(
+                f"the adapter in {folder} has another LoRA layout (rank, alpha, target modules) than the one loaded "
+                "before; start a new engine to change it"
+            )
+        # peft saves the keys of a PeftModel ("base_model.model." + the base model's names).
+        weights = {
+            k.removeprefix("base_model.model."): v for k, v in load_file(f"{folder}/{ADAPTER_WEIGHTS_FILE}").items()
+        }
+        result = set_peft_model_state_dict(self.model, weights, adapter_name=_ADAPTER_NAME)
+        if result.unexpected_keys:
+            raise ValueError(
+                f"the adapter in {folder} has weights this model has no LoRA layer for: {result.unexpected_keys[:3]}"
+            )
 
     # -- caller side ----------------------------------------------------------------------------------------------
 

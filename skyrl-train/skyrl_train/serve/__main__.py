@@ -5,6 +5,10 @@ server prints its base URL once it accepts requests; point any OpenAI client at 
 `OpenAI(base_url="http://127.0.0.1:8000/v1", api_key=<any string>)` with `model=<--served-model-name>` (default: the
 `--model` value as given). SIGINT / SIGTERM stop it cleanly (running requests get a few seconds, then the engine
 is torn down). Only the `hf` (transformers) backend exists; other `--backend` values are refused.
+
+Besides the OpenAI routes it has the control routes a trainer drives a remote engine with (`serve.control`: sleep /
+wake, prefix-cache reset, weight-update group and weight updates, LoRA adapters), so a training run can use it with
+`generator.run_engines_locally=false generator.remote_inference_engine_urls=[host:port]`.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         served_model_name=name,
         max_model_len=context_length(engine, tokenizer),
         tool_call_parser=tool_call_parser,
+        control_routes=True,
         lifespan=lifespan,
     )
     url = base_url(args.host, sock.getsockname()[1]) + "/v1"

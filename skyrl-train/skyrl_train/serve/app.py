@@ -1,7 +1,8 @@
 """`create_app`: an OpenAI-compatible FastAPI app over any `InferenceEngineInterface`.
 
-Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions` (see `serving` for
-the request conventions and `protocol` for the accepted fields). Every error, a malformed body included, comes
+Routes: `GET /health` (with the weight version the engine generates with), `GET /v1/models`, `POST
+/v1/chat/completions`, `POST /v1/completions` (see `serving` for the request conventions and `protocol` for the
+accepted fields), and with `control_routes` the control routes of `control` (sleep / wake, weight sync). Every error, a malformed body included, comes
 back in OpenAI's shape `{"error": {"message", "type", "param", "code"}}`: 400 naming the bad field, 404 for an
 unknown model (as OpenAI and vLLM answer), 503 while the endpoint shuts down, 500 when generation fails.
 """
@@ -31,6 +32,7 @@ def create_app(
     max_model_len: int,
     tool_call_parser: ToolCallParser | None = None,
     gate: ServingGate | None = None,
+    control_routes: bool = False,
     lifespan=None,
 ) -> FastAPI:
     """The app serving `engine` under the model name `served_model_name`.
@@ -42,9 +44,14 @@ def create_app(
         tool_call_parser: optional `parser(text, tools) -> result(.calls, .text)` that turns generated text into
             structured `tool_calls` when a request has `tools` (e.g. `skyrl_integrations.tool_parser.
             parse_tool_calls`); None (default) returns the generated text as plain `content`.
-        gate: admission control for an engine shared with the trainer (see `ServingGate`); None admits always.
+        gate: admission control for an engine shared with the trainer (see `ServingGate`); None admits always
+            (with `control_routes`: an open gate that sleep and weight updates close).
+        control_routes: add the routes a trainer drives a remote engine with (`control`); for a server that owns
+            its engine, never for the trainer's own endpoint.
         lifespan: FastAPI lifespan context (startup / shutdown work such as engine teardown).
     """
+    if control_routes and gate is None:
+        gate = ServingGate(is_open=True)
     serving = OpenAIServing(
         engine,
         tokenizer,
@@ -69,8 +76,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _invalid_body_response)
 
     @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "weight_version": getattr(engine, "weight_version", None)}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -90,6 +97,10 @@ def create_app(
             return _event_stream(serving.complete_stream(body, prompts, params))
         return await cancel_on_disconnect(request.is_disconnected, serving.complete(body, prompts, params))
 
+    if control_routes:
+        from skyrl_train.serve.control import add_control_routes
+
+        add_control_routes(app, engine, gate)
     return app
 
 

@@ -5,8 +5,8 @@ commonly send but that do not change generation here are accepted: `tool_choice`
 are rendered into the prompt, generation is not constrained), `user`, `metadata`, `store`, `service_tier`.
 Sampling features the engine lacks (presence/frequency penalties, logit bias, JSON mode, top-n logprobs, echo,
 suffix, best_of) are accepted only at their neutral value, so a request relying on them fails loudly. Besides the
-OpenAI fields, the vLLM extensions `top_k`, `min_p`, `repetition_penalty`, `ignore_eos` and `return_token_ids`
-are understood.
+OpenAI fields, the vLLM extensions `top_k`, `min_p`, `repetition_penalty`, `ignore_eos`, `return_token_ids` and
+`include_stop_str_in_output` are understood.
 """
 
 from __future__ import annotations
@@ -73,7 +73,10 @@ class SamplingRequest(BaseModel):
     repetition_penalty: float | None = Field(None, gt=0)
     ignore_eos: bool = False
     return_token_ids: bool = False
-    """Add `prompt_token_ids` and `token_ids` (exactly the sampled ids) to each choice (token-out)."""
+    """Add `prompt_token_ids`, `token_ids` (exactly the sampled ids) and `weight_version` (of the weights that
+    generated the choice) to each choice (token-out)."""
+    include_stop_str_in_output: bool = False
+    """Keep the stop string that ended a choice at the end of its text."""
 
     def stop_strings(self) -> list[str] | None:
         if self.stop is None:

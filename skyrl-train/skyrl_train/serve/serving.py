@@ -64,6 +64,8 @@ class Sample:
     token_ids: list[int]
     finish_reason: str
     logprobs: list[float] | None
+    weight_version: int | None = None
+    """The weight version that generated it (`InferenceEngineOutput.weight_versions`)."""
 
 
 class OpenAIServing:
@@ -129,7 +131,7 @@ class OpenAIServing:
         return prompt_ids, _sampling_params(request, max_tokens, request.logprobs)
 
     async def chat(self, request: ChatCompletionRequest, prompt_ids: list[int], params: SamplingParams) -> dict:
-        samples = (await self.sample([prompt_ids], params, request.n))[0]
+        samples = (await self.sample([prompt_ids], params, request.n, request.include_stop_str_in_output))[0]
         choices = [self._chat_choice(request, i, sample, prompt_ids) for i, sample in enumerate(samples)]
         return {
             "id": _new_id("chatcmpl"),
@@ -146,7 +148,7 @@ class OpenAIServing:
         header = {"id": _new_id("chatcmpl"), "object": "chat.completion.chunk", "model": self.served_model_name}
         yield _event(header, [_chunk_choice(i, {"role": "assistant", "content": ""}) for i in range(request.n)])
         try:
-            samples = (await self.sample([prompt_ids], params, request.n))[0]
+            samples = (await self.sample([prompt_ids], params, request.n, request.include_stop_str_in_output))[0]
         except OpenAIError as error:
             yield _sse(error.body())
             yield _SSE_DONE
@@ -157,7 +159,7 @@ class OpenAIServing:
             delta = {"content": message["content"]}
             if "tool_calls" in message:
                 delta["tool_calls"] = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
-            extra = {k: choice[k] for k in ("token_ids", "prompt_token_ids") if k in choice}
+            extra = {k: choice[k] for k in ("token_ids", "prompt_token_ids", "weight_version") if k in choice}
             yield _event(header, [_chunk_choice(i, delta, logprobs=choice["logprobs"], **extra)])
             yield _event(header, [_chunk_choice(i, {}, finish_reason=choice["finish_reason"])])
         if request.stream_options is not None and request.stream_options.include_usage:
@@ -184,7 +186,7 @@ class OpenAIServing:
         return prompts, _sampling_params(request, max_tokens, request.logprobs is not None)
 
     async def complete(self, request: CompletionRequest, prompts: list[list[int]], params: SamplingParams) -> dict:
-        samples = await self.sample(prompts, params, request.n)
+        samples = await self.sample(prompts, params, request.n, request.include_stop_str_in_output)
         return {
             "id": _new_id("cmpl"),
             "object": "text_completion",
@@ -199,7 +201,7 @@ class OpenAIServing:
     ) -> AsyncIterator[str]:
         header = {"id": _new_id("cmpl"), "object": "text_completion", "model": self.served_model_name}
         try:
-            samples = await self.sample(prompts, params, request.n)
+            samples = await self.sample(prompts, params, request.n, request.include_stop_str_in_output)
         except OpenAIError as error:
             yield _sse(error.body())
             yield _SSE_DONE
@@ -216,8 +218,11 @@ class OpenAIServing:
 
     # -- engine ---------------------------------------------------------------------------------------------------
 
-    async def sample(self, prompts: list[list[int]], params: SamplingParams, n: int) -> list[list[Sample]]:
-        """`n` samples of every prompt, `[prompt][choice]`; engine failures become OpenAIError (5xx)."""
+    async def sample(
+        self, prompts: list[list[int]], params: SamplingParams, n: int, keep_stop_strings: bool = False
+    ) -> list[list[Sample]]:
+        """`n` samples of every prompt, `[prompt][choice]`; engine failures become OpenAIError (5xx). The text of a
+        sample that ended on a stop string loses it unless `keep_stop_strings`."""
         admission = self.gate.admit() if self.gate is not None else contextlib.nullcontext()
         try:
             async with admission:
@@ -230,7 +235,7 @@ class OpenAIServing:
         except Exception as error:
             logger.exception("generation failed")
             raise OpenAIError(f"generation failed: {error!r}", status_code=500, type="server_error") from error
-        stops = params.stop or []
+        stops = [] if keep_stop_strings else params.stop or []
         return [
             [_sample_of(output, row, stops, params.logprobs is not None) for output in outputs]
             for row in range(len(prompts))
@@ -311,7 +316,7 @@ class OpenAIServing:
             }
         choice = {"index": index, "message": message, "finish_reason": finish_reason, "logprobs": logprobs}
         if request.return_token_ids:
-            choice.update(prompt_token_ids=prompt_ids, token_ids=sample.token_ids)
+            choice.update(prompt_token_ids=prompt_ids, token_ids=sample.token_ids, weight_version=sample.weight_version)
         return choice
 
     def _completion_choices(
@@ -327,7 +332,9 @@ class OpenAIServing:
                     "logprobs": None if sample.logprobs is None else self._completion_logprobs(sample),
                 }
                 if request.return_token_ids:
-                    choice.update(prompt_token_ids=prompt_ids, token_ids=sample.token_ids)
+                    choice.update(
+                        prompt_token_ids=prompt_ids, token_ids=sample.token_ids, weight_version=sample.weight_version
+                    )
                 choices.append(choice)
         return choices
 
@@ -392,7 +399,14 @@ def _sample_of(output, row: int, stops: list[str], with_logprobs: bool) -> Sampl
         if matched:
             text = text[: -len(max(matched, key=len))]
     logprobs = output["response_logprobs"][row] if with_logprobs else None
-    return Sample(text=text, token_ids=list(output["response_ids"][row]), finish_reason=reason, logprobs=logprobs)
+    version = (output.get("weight_versions") or [None] * (row + 1))[row]
+    return Sample(
+        text=text,
+        token_ids=list(output["response_ids"][row]),
+        finish_reason=reason,
+        logprobs=logprobs,
+        weight_version=version,
+    )
 
 
 def _tool_call(call: ParsedToolCall) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from skyrl_train.workers.metrics import aggregate_step_metrics, combine_micro_me
 if TYPE_CHECKING:
     from skyrl_train.config.schema import LoraConfig, OptimizerConfig
 
-__all__ = ["MiniBatchInfo", "TrainableWorker", "apply_lora", "enable_gradient_checkpointing"]
+__all__ = ["MiniBatchInfo", "TrainableWorker", "apply_lora", "enable_gradient_checkpointing", "peft_lora_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,19 +48,25 @@ HF_DIR = "huggingface"
 
 
 def apply_lora(model: nn.Module, lora_config: LoraConfig, task_type: str | None) -> nn.Module:
-    """Wrap ``model`` with a fresh peft LoRA adapter from a ``model.lora`` config; only adapter weights train.
+    """Wrap ``model`` with a fresh peft LoRA adapter from a ``model.lora`` config; only adapter weights train."""
+    from peft import get_peft_model
+
+    return get_peft_model(model, peft_lora_config(lora_config, task_type))
+
+
+def peft_lora_config(lora_config: LoraConfig, task_type: str | None):
+    """The peft ``LoraConfig`` of a ``model.lora`` config.
 
     ``init_method: kaiming`` is peft's default init (A Kaiming-uniform, B zero, so the adapted model starts
     equal to the base); any other value is passed to peft's ``init_lora_weights`` (e.g. ``gaussian``).
     """
     from peft import LoraConfig as PeftLoraConfig
-    from peft import get_peft_model
 
     def names(value: Any) -> Any:
         return value if value is None or isinstance(value, str) else list(value)
 
     init_method = lora_config.init_method
-    peft_config = PeftLoraConfig(
+    return PeftLoraConfig(
         r=lora_config.rank,
         lora_alpha=lora_config.alpha,
         lora_dropout=lora_config.dropout,
@@ -69,7 +75,6 @@ def apply_lora(model: nn.Module, lora_config: LoraConfig, task_type: str | None)
         init_lora_weights=True if init_method == "kaiming" else init_method,
         task_type=task_type,
     )
-    return get_peft_model(model, peft_config)
 
 
 def enable_gradient_checkpointing(model: nn.Module, use_reentrant: bool) -> None:
@@ -286,6 +291,10 @@ class TrainableWorker:
         if self._loaded_tokenizer is None:
             self._loaded_tokenizer = load_tokenizer(self.model_path)
         return self._loaded_tokenizer
+
+    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
+        """The trainable weights (LoRA: the adapter; else every weight), detached: what a weight sync sends."""
+        return {name: p.detach() for name, p in self._trainable.items()}
 
     def save_checkpoint(self, folder: str | Path) -> None:
         """Write trainable weights, optimizer, scheduler and RNG states (layout in the module docstring)."""

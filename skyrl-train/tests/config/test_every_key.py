@@ -56,6 +56,9 @@ _MODEL_KWARGS = (
 )
 _ENGINE = "skyrl-train/tests/config/test_key_effects.py::test_prefix_caching_and_max_num_seqs_configure_the_engine"
 _ENDPOINT = "skyrl-train/tests/serve/test_policy_endpoint.py::test_training_serves_the_live_policy_while_generating"
+_REMOTE_KEYS = "skyrl-train/tests/config/test_remote_engine_keys.py::"
+_REMOTE_ENGINES = _REMOTE_KEYS + "test_remote_urls_model_name_and_parallel_sizes_build_one_remote_engine_per_server"
+_WEIGHT_SYNC_KEYS = _REMOTE_KEYS + "test_the_weight_sync_follows_the_backend_override_and_lora_keys"
 _SAMPLING = "skyrl-train/tests/inference_engines/test_sampling.py::"
 _ENGINE_GEN = "skyrl-train/tests/inference_engines/test_hf_engine_generation.py::"
 _POLICY = "skyrl-train/tests/workers/test_policy_worker.py::"
@@ -384,7 +387,7 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.update_ref_every_epoch": Refused("true"),
     "trainer.rope_scaling": Refused("{rope_type: linear, factor: 2.0}"),
     "trainer.rope_theta": Refused("500000.0"),
-    "trainer.policy.model.lora.lora_sync_path": Refused("/tmp/elsewhere"),
+    "trainer.policy.model.lora.lora_sync_path": ShownBy(_WEIGHT_SYNC_KEYS),
     "trainer.critic.model.lora.lora_sync_path": Refused("/tmp/elsewhere"),
     "trainer.algorithm.sapo.tau_pos": Refused("0.5"),
     "trainer.algorithm.sapo.tau_neg": Refused("0.525"),
@@ -396,17 +399,17 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.algorithm.cispo.cispo_eps_clip_low": Refused("0.5"),
     "trainer.algorithm.cispo.cispo_eps_clip_high": Refused("2.5"),
     "generator.backend": Refused("vllm"),
-    "generator.run_engines_locally": Refused("false"),
-    "generator.remote_inference_engine_urls": Refused("[10.0.0.1:8001]"),
-    "generator.override_existing_update_group": Refused("enable"),
-    "generator.model_name": Refused("other-model"),
+    "generator.run_engines_locally": ShownBy(_REMOTE_ENGINES),
+    "generator.remote_inference_engine_urls": ShownBy(_REMOTE_ENGINES),
+    "generator.override_existing_update_group": ShownBy(_WEIGHT_SYNC_KEYS),
+    "generator.model_name": ShownBy(_REMOTE_ENGINES),
     "generator.model_dtype": Refused("float32"),
-    "generator.num_inference_engines": Refused("2"),
-    "generator.inference_engine_tensor_parallel_size": Refused("2"),
-    "generator.inference_engine_pipeline_parallel_size": Refused("2"),
+    "generator.num_inference_engines": ShownBy(_REMOTE_ENGINES),
+    "generator.inference_engine_tensor_parallel_size": ShownBy(_REMOTE_ENGINES),
+    "generator.inference_engine_pipeline_parallel_size": ShownBy(_REMOTE_ENGINES),
     "generator.inference_engine_expert_parallel_size": Refused("2"),
-    "generator.inference_engine_data_parallel_size": Refused("2"),
-    "generator.weight_sync_backend": Refused("gloo"),
+    "generator.inference_engine_data_parallel_size": ShownBy(_REMOTE_ENGINES),
+    "generator.weight_sync_backend": ShownBy(_WEIGHT_SYNC_KEYS),
     "generator.weight_transfer_threshold_cuda_ipc_GB": Refused("0.5"),
     "generator.vllm_v1_disable_multiproc": Refused("false"),
     "generator.enable_chunked_prefill": Refused("false"),

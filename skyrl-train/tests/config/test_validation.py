@@ -107,11 +107,29 @@ def test_multi_turn_input_length_must_be_at_least_prompt_length():
     )
 
 
-def test_remote_engine_count_must_match_urls_and_logprobs_must_be_null():
-    problems = rule_problems("generator.run_engines_locally=false", "generator.num_inference_engines=2")
-    assert len(problems) == 2
-    assert "generator.num_inference_engines (2)" in problems[0] and "remote_inference_engine_urls (1)" in problems[0]
-    assert problems[1].startswith("generator.sampling_params.logprobs must be null with remote engines")
+def test_remote_engine_count_must_match_urls():
+    (problem,) = rule_problems("generator.run_engines_locally=false", "generator.num_inference_engines=2")
+    assert "generator.num_inference_engines (2)" in problem and "remote_inference_engine_urls (1)" in problem
+
+
+def test_remote_engines_may_return_logprobs():
+    cfg = load_config(["generator.run_engines_locally=false", "generator.sampling_params.logprobs=0"])
+    assert cfg.generator.sampling_params.logprobs == 0
+
+
+def test_a_remote_url_must_name_a_port():
+    (problem,) = rule_problems("generator.run_engines_locally=false", "generator.remote_inference_engine_urls=[myhost]")
+    assert problem == "generator.remote_inference_engine_urls: 'myhost' is not host:port (or http(s)://host:port)."
+
+
+def test_keys_of_local_engines_are_refused_with_remote_engines():
+    (problem,) = problems_of("generator.run_engines_locally=false", "generator.max_num_seqs=8")
+    assert problem.startswith("generator.max_num_seqs=8 has no effect in this config: it applies only with engines")
+
+
+def test_weight_sync_keys_are_refused_with_the_local_hf_engine():
+    (problem,) = problems_of("generator.weight_sync_backend=gloo")
+    assert problem.startswith("generator.weight_sync_backend='gloo' has no effect in this config")
 
 
 def test_logprobs_above_zero_are_rejected_when_the_block_is_built():
@@ -134,8 +152,9 @@ def test_sglang_and_megatron_are_not_supported_in_this_fork():
 
 
 def test_colocate_all_needs_as_many_engines_as_policy_workers():
-    (problem,) = rule_problems("generator.num_inference_engines=2")
-    assert "trainer.placement.colocate_all=true" in problem
+    local_hf, colocation = rule_problems("generator.num_inference_engines=2")
+    assert local_hf.startswith("generator.num_inference_engines=2 with the local hf engine")
+    assert "trainer.placement.colocate_all=true" in colocation
 
 
 def test_negative_trajectory_timeout_is_rejected():

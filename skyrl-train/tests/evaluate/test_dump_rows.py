@@ -121,3 +121,13 @@ def test_secret_named_extras_are_redacted(tmp_path, tiny_tokenizer):  # noqa: F8
         tmp_path, tiny_tokenizer, one_row_output(tiny_tokenizer), env_extras={"api_key": "abc", "task_key": "t1"}
     )
     assert row["env_extras"] == {"data_source": "arith", "api_key": "<redacted>", "task_key": "t1"}
+
+
+def test_a_row_names_the_weight_version_that_generated_it(tmp_path, tiny_tokenizer):  # noqa: F811
+    row, _ = dump_one(tmp_path, tiny_tokenizer, one_row_output(tiny_tokenizer, weight_versions=[12]))
+    assert row["weight_version"] == 12
+
+
+def test_an_unknown_weight_version_is_left_out(tmp_path, tiny_tokenizer):  # noqa: F811
+    row, _ = dump_one(tmp_path, tiny_tokenizer, one_row_output(tiny_tokenizer, weight_versions=[None]))
+    assert "weight_version" not in row

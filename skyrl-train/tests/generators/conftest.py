@@ -44,6 +44,10 @@ class Reply:
     delay: float = 0.0
     error: Exception | None = None
     """Raised instead of replying (after `delay`)."""
+    weight_version: int | None = None
+    """Reported as the weight version that generated the reply (None: the engine does not report one)."""
+    retokenized: bool = False
+    """Reported as re-encoded from text (a text-only remote server)."""
 
 
 class ScriptedEngine(InferenceEngineInterface):
@@ -72,6 +76,8 @@ class ScriptedEngine(InferenceEngineInterface):
             response_ids=[list(reply.ids)],
             stop_reasons=[reply.stop_reason],
             response_logprobs=[logprobs] if want_logprobs else None,
+            weight_versions=[reply.weight_version],
+            retokenized=[reply.retokenized],
         )
 
 

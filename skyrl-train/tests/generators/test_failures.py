@@ -51,6 +51,8 @@ async def test_env_init_failure_gives_a_placeholder_and_closes_the_env(make_gene
             "trajectory_timeout": 0,
             "tool_server_failed": 0,
             "user_simulator_failed": 0,
+            "engine_failed": 0,
+            "retokenized_turns": 0,
         }
     ]
     assert scripted_envs[0].close_calls == 1

@@ -48,18 +48,24 @@ def test_rollout_metrics_of_a_mixed_batch(scripted_envs):
         "generate/trajectory_timeouts": 1,
         "generate/tool_server_failures": 0,
         "generate/user_simulator_failures": 0,
+        "generate/engine_failures": 0,
+        "generate/retokenized_turns": 0,
         "environment/test_scripted/empty_responses": 3,
         "environment/test_scripted/env_init_failures": 1,
         "environment/test_scripted/env_step_failures": 0,
         "environment/test_scripted/trajectory_timeouts": 0,
         "environment/test_scripted/tool_server_failures": 0,
         "environment/test_scripted/user_simulator_failures": 0,
+        "environment/test_scripted/engine_failures": 0,
+        "environment/test_scripted/retokenized_turns": 0,
         "environment/test_scripted_async/empty_responses": 0,
         "environment/test_scripted_async/env_init_failures": 0,
         "environment/test_scripted_async/env_step_failures": 0,
         "environment/test_scripted_async/trajectory_timeouts": 1,
         "environment/test_scripted_async/tool_server_failures": 0,
         "environment/test_scripted_async/user_simulator_failures": 0,
+        "environment/test_scripted_async/engine_failures": 0,
+        "environment/test_scripted_async/retokenized_turns": 0,
         "environment/test_scripted/turns": 2.0,  # mean over the two episodes whose env ran
     }
 
@@ -111,6 +117,8 @@ async def test_env_metrics_are_the_envs_plus_generator_counters(make_generator, 
             "trajectory_timeout": 0,
             "tool_server_failed": 0,
             "user_simulator_failed": 0,
+            "engine_failed": 0,
+            "retokenized_turns": 0,
         }
     ]
 

@@ -46,6 +46,8 @@ async def test_only_the_last_row_is_the_last_step_and_carries_env_metrics(make_g
             "trajectory_timeout": 0,
             "tool_server_failed": 0,
             "user_simulator_failed": 0,
+            "engine_failed": 0,
+            "retokenized_turns": 0,
         },
     ]
     assert [tid.to_string() for tid in out["trajectory_ids"]] == ["q_0", "q_0"]

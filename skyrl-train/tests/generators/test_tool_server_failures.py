@@ -43,6 +43,8 @@ async def test_flagged_episode_keeps_env_metrics_and_counts_the_failure(make_gen
             "trajectory_timeout": 0,
             "tool_server_failed": 1,
             "user_simulator_failed": 0,
+            "engine_failed": 0,
+            "retokenized_turns": 0,
         }
     ]
 

@@ -63,9 +63,9 @@ async def colocated(request, tiny_model, tiny_tokenizer):
 @pytest.mark.parametrize("colocated", [0, 4], ids=["full", "trained_lora"], indirect=True)
 async def test_an_optimizer_step_makes_the_engine_miss_every_prefix_cached_before_it(colocated):
     policy, engine, prompt = colocated
-    version = engine.weight_version
+    version = policy.weight_version.value
     policy.ppo_train(one_row_batch(prompt, [11, 12, 13], advantage=1.0), mini_batch_size=1, micro_batch_size=1)
-    assert engine.weight_version == version + 1
+    assert policy.weight_version.value == version + 1
     output, cached = await generate(engine, prompt)
     expected = policy.compute_logprobs(one_row_batch(prompt, output["response_ids"]), micro_batch_size=1)[0]
     assert (expected - torch.tensor(output["response_logprobs"])).abs().max().item() < 1e-4  # the new weights only
@@ -76,9 +76,9 @@ async def test_an_optimizer_step_makes_the_engine_miss_every_prefix_cached_befor
 async def test_a_checkpoint_load_makes_the_engine_miss_every_prefix_cached_before_it(colocated, tmp_path):
     policy, engine, prompt = colocated
     policy.save_checkpoint(tmp_path)
-    version = engine.weight_version
+    version = policy.weight_version.value
     policy.load_checkpoint(tmp_path)
-    assert engine.weight_version == version + 1
+    assert policy.weight_version.value == version + 1
     _, cached = await generate(engine, prompt)
     assert cached == 0
 
@@ -88,9 +88,9 @@ async def test_a_reference_pass_with_the_adapter_disabled_makes_the_engine_miss_
     colocated,
 ):
     policy, engine, prompt = colocated
-    version = engine.weight_version
+    version = policy.weight_version.value
     RefWorker.sharing_policy(policy).compute_logprobs(one_row_batch(prompt, [11, 12]), micro_batch_size=1)
-    assert engine.weight_version == version + 2  # base weights inside the pass, adapter weights again after it
+    assert policy.weight_version.value == version + 2  # base weights inside the pass, adapter weights again after it
     _, cached = await generate(engine, prompt)
     assert cached == 0
 

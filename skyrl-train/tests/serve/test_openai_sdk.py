@@ -84,4 +84,5 @@ def test_health(server):
     import httpx
 
     response = httpx.get(server.url + "/health")
-    assert (response.status_code, response.json()) == (200, {"status": "ok"})
+    # The engine has taken no weight update: it generates with the weights it started with, version 0.
+    assert (response.status_code, response.json()) == (200, {"status": "ok", "weight_version": 0})
