@@ -128,8 +128,8 @@ class EnvClock:
         return timed
 
 
-async def engine_side(cfg, model, tokenizer, batch, env_clock: EnvClock) -> dict:
-    engine = HFInferenceEngine(model, tokenizer, max_num_seqs=len(batch["prompt"]), seed=0)
+async def engine_side(cfg, model, tokenizer, batch, env_clock: EnvClock, threads: int | None) -> dict:
+    engine = HFInferenceEngine(model, tokenizer, max_num_seqs=len(batch["prompt"]), seed=0, num_threads=threads)
     clock = EngineClock(engine)
     generator = SkyRLGymGenerator(cfg.generator, cfg.environment.skyrl_gym, engine, tokenizer)
     generator_input, _ = prepare_generator_input(batch, 1, cfg.generator.sampling_params, "mcp_tool", "train", 1)
@@ -256,7 +256,7 @@ def main() -> None:
         order = ["engine", "generate"] if round_ % 2 == 0 else ["generate", "engine"]
         for side in order:
             if side == "engine":
-                result = asyncio.run(engine_side(cfg, model, tokenizer, batch, env_clock))
+                result = asyncio.run(engine_side(cfg, model, tokenizer, batch, env_clock, args.threads))
             else:
                 result = asyncio.run(generate_side(cfg, model, tokenizer, batch))
             results[side].append(result)

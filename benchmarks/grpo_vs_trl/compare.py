@@ -121,6 +121,8 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads of both trainers (OMP_NUM_THREADS); default: torch's"
     )
+    parser.add_argument("--ours-threads", type=int, default=None, help="this project's threads (default: --threads)")
+    parser.add_argument("--trl-threads", type=int, default=None, help="TRL's threads (default: --threads)")
     parser.add_argument(
         "--trl-grad-accum",
         type=int,
@@ -130,6 +132,10 @@ def main() -> None:
     )
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder")
     args = parser.parse_args()
+    threads = {
+        "ours": args.threads if args.ours_threads is None else args.ours_threads,
+        "trl": args.threads if args.trl_threads is None else args.trl_threads,
+    }
 
     from skyrl_train.models import resolve_model_path
 
@@ -148,19 +154,19 @@ def main() -> None:
             "ours",
             [sys.executable, str(HERE / "ours_side.py"), *common, "--workdir", str(workdir / "ours")],
             workdir / "ours.log",
-            args.threads,
+            threads["ours"],
         ),
         "trl": Trainer(
             "trl",
             [args.trl_python, str(HERE / "trl_side.py"), *common, "--model", str(model)]
             + ["--output-dir", str(workdir / "trl"), "--grad-accum", str(args.trl_grad_accum)],
             workdir / "trl.log",
-            args.threads,
+            threads["trl"],
         ),
     }
     print(
         f"logs in {workdir}; {args.warmup} warm-up + {args.steps} measured steps each, alternating; "
-        f"threads: {args.threads or 'torch default'}; TRL micro-batches per step: {args.trl_grad_accum}; "
+        f"threads: ours {threads['ours'] or 'torch default'}, TRL {threads['trl'] or 'torch default'}; TRL micro-batches per step: {args.trl_grad_accum}; "
         f"load average at start: {os.getloadavg()[0]:.1f}"
     )
     try:
@@ -190,7 +196,7 @@ def main() -> None:
     print("\nmeasured steps")
     print_table(("", "ours", "trl"), summary_rows(measured, everything))
     ratio = median(measured["trl"], "step_time") / median(measured["ours"], "step_time")
-    print(f"\nratio (TRL median step / ours): {ratio:.2f}x")
+    print(f"\nratio (TRL median step / ours): {ratio:.2f}x; load average at the end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import json
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.config import load_config
 from skyrl_train.entrypoints.main_base import BasePPOExp
+from skyrl_train.testing import TINY_RUN_OVERRIDES
 
 
 def test_each_training_step_logs_its_peak_and_current_rss(tmp_path, tiny_model):
@@ -16,15 +17,10 @@ def test_each_training_step_logs_its_peak_and_current_rss(tmp_path, tiny_model):
             f"data.val_data=[{tmp_path / 'data' / 'validation.parquet'}]",
             "environment.env_class=gsm8k",
             f"trainer.policy.model.path={tiny_model}",
-            "trainer.train_batch_size=2",
+            *TINY_RUN_OVERRIDES,
+            "trainer.train_batch_size=2",  # 4 prompts: two steps
             "trainer.policy_mini_batch_size=2",
-            "trainer.micro_train_batch_size_per_gpu=4",
-            "trainer.micro_forward_batch_size_per_gpu=4",
-            "generator.n_samples_per_prompt=2",
-            "generator.sampling_params.max_generate_length=4",
             "generator.eval_sampling_params.max_generate_length=4",
-            "trainer.bf16=false",
-            "trainer.gradient_checkpointing=false",
             "trainer.algorithm.use_kl_loss=false",
             "trainer.eval_interval=-1",
             "trainer.ckpt_interval=-1",
