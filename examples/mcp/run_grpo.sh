@@ -2,14 +2,16 @@
 # Main job: GRPO on MCP tool-use tasks. The agent answers questions about market data by calling the bundled
 # offline market-data MCP server (a real process spoken to over MCP stdio), then giving the final answer.
 #
-# CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA, closing-price tasks, two worked
-# demonstrations in the prompt (a 135M model almost never emits a tool call without them; they show a closing price
-# and a volume, and the untrained model mostly answers with the last number of the tool result, the volume), graded
-# reward (format, tool, arguments, answer: see skyrl_integrations/mcp/scoring.py), 16 GRPO steps of 4 tasks x 4
-# samples. It evaluates greedily on 32 held-out tasks before and after training (~17 min in all on 2 CPU cores)
-# and writes a report:
-#   $OUT/exports/report/summary.md              eval success / reward before vs after, plots
-#   skyrl-analyze-evals $OUT/exports --step 0 --step 16   per-env table, failure categories, HTML report
+# CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA; four question templates over three
+# tools of the market server (closing price of a stock, closing price of a coin named without its symbol, revenue,
+# EPS), balanced in train (64) and held-out eval (64) and in every training batch (one group per template); every
+# prompt lists all six market tools; two worked demonstrations on tools no template uses (a 135M model almost never
+# emits a tool call without them); graded reward (format, tool, arguments, answer: see
+# skyrl_integrations/mcp/scoring.py) whose answer check no other field of the tool output passes; 16 GRPO steps of
+# 4 tasks x 4 samples. It evaluates greedily on the 64 held-out tasks before training and at steps 8 and 16 (42 min
+# measured on 2 shared CPU cores; README gives the figures) and writes a report:
+#   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
+#   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories
 #
 #   bash examples/mcp/run_grpo.sh                           # CPU defaults
 #   bash examples/mcp/run_grpo.sh trainer.epochs=2 ...      # any extra argument is a config override
@@ -40,29 +42,30 @@ source "$repo_root/examples/cpu_lora_grpo.sh"
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"
 TRAIN_SIZE="${TRAIN_SIZE:-64}"
-VAL_SIZE="${VAL_SIZE:-32}"
+VAL_SIZE="${VAL_SIZE:-64}"
 SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single}"
-TEMPLATES="${TEMPLATES-close_price}"
+TEMPLATES="${TEMPLATES-close_price,crypto_close_by_name,revenue,eps}"
 
 if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
     "$python" -m skyrl_integrations.datasets.rule_based --output-dir "$DATA" --train-size "$TRAIN_SIZE" \
         --val-size "$VAL_SIZE" --servers "$SERVERS" --complexities "$COMPLEXITIES" \
-        ${TEMPLATES:+--templates "$TEMPLATES"} --seed 0
+        ${TEMPLATES:+--templates "$TEMPLATES" --balance-templates} --seed 0
     "$python" -m skyrl_integrations.datasets.validate "$DATA/train.parquet" "$DATA/validation.parquet"
 fi
 
 "$python" -m skyrl_train.entrypoints.main_base "${CPU_LORA_GRPO_OVERRIDES[@]}" \
     data.train_data="[$DATA/train.parquet]" \
     data.val_data="[$DATA/validation.parquet]" \
+    data.balance_by=data_source \
     environment.env_class=mcp_tool \
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
-    trainer.policy.optimizer_config.lr=1e-4 \
     trainer.eval_batch_size=64 \
-    trainer.eval_interval=16 \
-    trainer.max_prompt_length=640 \
-    generator.max_input_length=1024 \
+    trainer.micro_train_batch_size_per_gpu=4 \
+    trainer.eval_interval=8 \
+    trainer.max_prompt_length=768 \
+    generator.max_input_length=1152 \
     "${CPU_TOOL_CALL_OVERRIDES[@]}" \
     trainer.ckpt_interval=8 \
     trainer.ckpt_path="$OUT/ckpts" \
@@ -71,5 +74,6 @@ fi
     trainer.run_name=grpo_smollm2_lora_market \
     "$@"
 
-echo "report: $OUT/exports/report/summary.md"
-echo "trajectories: $repo_root/.venv/bin/skyrl-analyze-evals $OUT/exports --html $OUT/exports/report/evals.html"
+"$repo_root/.venv/bin/skyrl-analyze-evals" "$OUT/exports" --html "$OUT/exports/report/evals.html"
+echo "report: $OUT/exports/report/summary.md (eval per template before/after and over training, plots)"
+echo "trajectories: $OUT/exports/report/evals.html (per template and step, failure categories with examples)"

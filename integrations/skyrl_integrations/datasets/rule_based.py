@@ -27,13 +27,15 @@ import hashlib
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from skyrl_integrations.datasets.io import split_for, write_dataset
-from skyrl_integrations.datasets.schema import COMPLEXITIES, TaskRow, ToolStep
+from skyrl_integrations.datasets.schema import COMPLEXITIES, DATA_SOURCE_PREFIX, TaskRow, ToolStep
+from skyrl_integrations.mcp.scoring import ISO_DATE, NUMERIC_REL_TOL, numbers_in
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -43,6 +45,7 @@ __all__ = [
     "TaskGenerationError",
     "Template",
     "ToolRunner",
+    "answer_tolerance",
     "generate_tasks",
     "main",
 ]
@@ -59,6 +62,8 @@ FREE_TEXT_ARGUMENTS: dict[tuple[str, str], frozenset[str]] = {
 """Arguments left out of a row's ``params``: the model's own wording of them is as good as ours."""
 EXTRA_TOOL_BUDGET = 3
 """``limits.max_tools`` = steps + this: room for a lookup or a retry with another tool before the reward is capped."""
+EXTRA_TURNS = 1
+"""``max_turns`` = a turn per step, one to answer, and this many more: room for a look-up or a corrected call."""
 MAX_ATTEMPTS_PER_TASK = 40
 
 
@@ -119,6 +124,11 @@ class Universe:
     @cached_property
     def tickers(self) -> list[str]:
         return sorted(self.market.companies)
+
+    @cached_property
+    def well_known_companies(self) -> list:
+        """The real companies (a model may know their tickers), by ticker; the fictional ones only search finds."""
+        return [self.market.companies[t] for t in self.tickers if not self.market.companies[t].fictional]
 
     @cached_property
     def stock_days(self) -> list[str]:
@@ -192,13 +202,17 @@ for _name, (_key, _question) in _STOCK_FIELDS.items():
     _stock_field_template(_name, _key, _question)
 
 
-@_template("crypto_close", "single", "market")
-def _crypto_close(rng: random.Random, u: Universe) -> Draft:
-    pair = rng.choice(sorted(u.market.crypto_pairs.values(), key=lambda p: p.symbol))
-    day = rng.choice(u.crypto_days)
-    call = Call("market", "get_crypto_price", {"symbol": pair.symbol, "date": day})
-    question = f"What was the closing price of {pair.name} ({pair.symbol}) on {day}?"
-    return Draft(question, (call,), lambda out: _number(out[0]["close"]))
+def _crypto_close_template(name: str, question: str) -> None:
+    @_template(name, "single", "market")
+    def make(rng: random.Random, u: Universe) -> Draft:
+        pair = rng.choice(sorted(u.market.crypto_pairs.values(), key=lambda p: p.symbol))
+        day = rng.choice(u.crypto_days)
+        call = Call("market", "get_crypto_price", {"symbol": pair.symbol, "date": day})
+        return Draft(question.format(n=pair.name, s=pair.symbol, d=day), (call,), lambda out: _number(out[0]["close"]))
+
+
+_crypto_close_template("crypto_close", "What was the closing price of {n} ({s}) on {d}?")
+_crypto_close_template("crypto_close_by_name", "What was the closing price of {n} on {d}?")  # the symbol is the agent's
 
 
 @_template("employees", "single", "market")
@@ -206,6 +220,23 @@ def _employees(rng: random.Random, u: Universe) -> Draft:
     ticker = rng.choice(u.tickers)
     call = Call("market", "get_company_profile", {"ticker": ticker})
     return Draft(f"How many employees does {ticker} have?", (call,), lambda out: _number(out[0]["employees"]))
+
+
+@_template("employees_by_name", "single", "market")
+def _employees_by_name(rng: random.Random, u: Universe) -> Draft:
+    """The question names the company, not its ticker: the agent must know it (or look it up with another tool)."""
+    company = rng.choice(u.well_known_companies)
+    call = Call("market", "get_company_profile", {"ticker": company.ticker})
+    question = f"How many employees does {company.name} have?"
+    return Draft(question, (call,), lambda out: _number(out[0]["employees"]))
+
+
+@_template("close_by_name", "single", "market")
+def _close_by_name(rng: random.Random, u: Universe) -> Draft:
+    company, day = rng.choice(u.well_known_companies), rng.choice(u.stock_days)
+    call = Call("market", "get_stock_price", {"ticker": company.ticker, "date": day})
+    question = f"What was the closing price of {company.name} stock on {day}?"
+    return Draft(question, (call,), lambda out: _number(out[0]["close"]))
 
 
 @_template("sector", "single", "market")
@@ -527,12 +558,7 @@ class ToolRunner:
         self._groups: dict[str, Any] = {}
 
     def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
-        from skyrl_integrations.mcp.client import MCPToolGroup
-        from skyrl_integrations.mcp.spec import MCPServerSpec
-
-        if server not in self._groups:
-            self._groups[server] = MCPToolGroup(MCPServerSpec.bundled(server), max_output_chars=100_000)
-        result = self._groups[server].call_tool(tool, arguments)
+        result = self._group(server).call_tool(tool, arguments)
         if result.is_error:
             raise TaskGenerationError(f"{server}.{tool}({arguments}) failed ({result.error_kind}): {result.text}")
         try:
@@ -540,10 +566,22 @@ class ToolRunner:
         except json.JSONDecodeError:
             return result.text
 
+    def tool_names(self, server: str) -> list[str]:
+        """The names of every tool ``server`` offers, in its listing order."""
+        return [tool["name"] for tool in self._group(server).list_tools()]
+
     def close(self) -> None:
         for group in self._groups.values():
             group.close()
         self._groups.clear()
+
+    def _group(self, server: str) -> Any:
+        from skyrl_integrations.mcp.client import MCPToolGroup
+        from skyrl_integrations.mcp.spec import MCPServerSpec
+
+        if server not in self._groups:
+            self._groups[server] = MCPToolGroup(MCPServerSpec.bundled(server), max_output_chars=100_000)
+        return self._groups[server]
 
 
 @dataclass
@@ -584,7 +622,16 @@ def _task_id(draft: Draft, template: Template, steps: Sequence[ToolStep]) -> str
     return f"{steps[0].server}-{template.name}-{digest}"
 
 
-def _run(draft: Draft, template: Template, runner: ToolRunner) -> tuple[list[ToolStep], str] | None:
+@dataclass(frozen=True)
+class _Ran:
+    """A draft run against the servers: its steps, the expected answer and the numeric answer's tolerance."""
+
+    steps: list[ToolStep]
+    answer: str
+    tolerance: float | None
+
+
+def _run(draft: Draft, runner: ToolRunner) -> _Ran | None:
     outputs: list[Any] = []
     steps: list[ToolStep] = []
     for number, call in enumerate(draft.calls, start=1):
@@ -594,7 +641,47 @@ def _run(draft: Draft, template: Template, runner: ToolRunner) -> tuple[list[Too
         params = {k: v for k, v in arguments.items() if k not in free}
         steps.append(ToolStep(number, call.server, call.tool, params))
     answer = draft.answer(outputs)
-    return None if answer is None else (steps, answer)
+    if answer is None:
+        return None
+    if draft.answer_match != "numeric":
+        return _Ran(steps, answer, None)
+    tolerance = answer_tolerance(answer, outputs)
+    return None if tolerance is None else _Ran(steps, answer, tolerance)
+
+
+def answer_tolerance(answer: str, outputs: Sequence[Any]) -> float | None:
+    """The relative tolerance of a numeric answer: `NUMERIC_REL_TOL`, tightened below half the distance to the
+    nearest other number the tool outputs state, so that answering any other field of a record fails. ``None``
+    when another field of the outputs has exactly the answer's value (the draft is then dropped: which field the
+    agent read could not be told apart)."""
+    target = float(answer)
+    fields = [value for output in outputs for value in _numeric_fields(output)]
+    if sum(value == target for value in fields) > 1:
+        return None
+    stated = fields + [value for output in outputs for text in _text_fields(output) for value in numbers_in(text)]
+    gaps = [abs(value - target) for value in stated if value != target]
+    scale = abs(target) or 1.0  # the scorer reads the tolerance as absolute around 0
+    return min(NUMERIC_REL_TOL, 0.4 * min(gaps) / scale) if gaps else NUMERIC_REL_TOL
+
+
+def _leaves(output: Any) -> Iterable[Any]:
+    if isinstance(output, dict):
+        for value in output.values():
+            yield from _leaves(value)
+    elif isinstance(output, list):
+        for value in output:
+            yield from _leaves(value)
+    else:
+        yield output
+
+
+def _numeric_fields(output: Any) -> list[float]:
+    return [float(v) for v in _leaves(output) if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def _text_fields(output: Any) -> list[str]:
+    """The outputs' strings with ISO dates blanked (the scorer does not read dates as numbers)."""
+    return [ISO_DATE.sub(" ", v) for v in _leaves(output) if isinstance(v, str)]
 
 
 def generate_tasks(
@@ -605,19 +692,29 @@ def generate_tasks(
     complexities: Sequence[str] = ("single",),
     servers: Sequence[str] = ("market",),
     templates: Sequence[str] | None = None,
+    balance_templates: bool = False,
     runner: ToolRunner | None = None,
 ) -> list[TaskRow]:
     """``train_size`` + ``val_size`` distinct tasks, each in the split ``io.split_for(task_id, val_ratio)`` assigns
     with ``val_ratio = val_size / (train_size + val_size)`` (pass that ratio to ``io.write_dataset``).
 
     Each task draws a complexity uniformly from ``complexities``, then a template uniformly from those of that
-    complexity whose servers are all in ``servers`` (and, if given, whose name is in ``templates``)."""
+    complexity whose servers are all in ``servers`` (and, if given, whose name is in ``templates``). With
+    ``balance_templates`` every eligible template gets an equal share of each split instead (the first templates
+    one more when a split does not divide evenly).
+
+    Every row offers the agent every tool of ``servers`` (``extra_info.servers`` / ``extra_info.tools``), so the
+    tool is the agent's choice; ``data_source`` is ``mcp/<server of the first call>/<template>``, so eval figures
+    come per template."""
     if train_size < 0 or val_size < 0 or train_size + val_size == 0:
         raise TaskGenerationError(f"need a positive number of tasks, got train={train_size} validation={val_size}")
     options = _options(complexities, servers, templates)
     val_ratio = val_size / (train_size + val_size)
     wanted = {"train": train_size, "validation": val_size}
+    eligible = list({t.name: t for ts in options.templates.values() for t in ts}.values())
+    quotas = {split: _shares(size, [t.name for t in eligible]) for split, size in wanted.items()}
     rows: dict[str, list[TaskRow]] = {"train": [], "validation": []}
+    made: dict[str, Counter] = {split: Counter() for split in rows}
     seen: set[str] = set()
     rng = random.Random(seed)
     universe = Universe()
@@ -625,6 +722,7 @@ def generate_tasks(
     runner = runner or ToolRunner()
     attempts, max_attempts = 0, MAX_ATTEMPTS_PER_TASK * (train_size + val_size)
     try:
+        offered = [tool for server in options.servers for tool in runner.tool_names(server)]
         while any(len(rows[s]) < wanted[s] for s in rows):
             attempts += 1
             if attempts > max_attempts:
@@ -633,30 +731,40 @@ def generate_tasks(
                     f"validation distinct tasks after {max_attempts} drafts for servers {list(servers)} and "
                     f"complexities {list(complexities)}: ask for fewer tasks or allow more servers/complexities"
                 )
-            complexity = rng.choice(options.complexities)
-            template = rng.choice(options.templates[complexity])
+            if balance_templates:
+                open_ = [t for t in eligible if any(made[s][t.name] < quotas[s][t.name] for s in rows)]
+                template = rng.choice(open_)
+            else:
+                template = rng.choice(options.templates[rng.choice(options.complexities)])
             draft = template.make(rng, universe)
             if draft.question in seen:
                 continue
             seen.add(draft.question)
-            ran = _run(draft, template, runner)
+            ran = _run(draft, runner)
             if ran is None:
                 continue
-            steps, answer = ran
-            task_id = _task_id(draft, template, steps)
+            task_id = _task_id(draft, template, ran.steps)
             split = split_for(task_id, val_ratio)
-            if len(rows[split]) >= wanted[split]:
+            full = made[split][template.name] >= quotas[split][template.name] if balance_templates else False
+            if full or len(rows[split]) >= wanted[split]:
                 continue
+            made[split][template.name] += 1
             rows[split].append(
                 TaskRow(
                     task_id=task_id,
                     system_prompt=SYSTEM_PROMPT,
                     user_prompt=draft.question,
-                    tool_sequence=steps,
-                    expected_answer=answer,
+                    tool_sequence=ran.steps,
+                    expected_answer=ran.answer,
                     answer_match=draft.answer_match,
-                    max_tools=len(steps) + EXTRA_TOOL_BUDGET,
+                    tolerance=ran.tolerance,
+                    servers=list(options.servers),
+                    tools=offered,
+                    max_servers=len({step.server for step in ran.steps}),
+                    max_tools=len(ran.steps) + EXTRA_TOOL_BUDGET,
+                    max_turns=len(ran.steps) + 1 + EXTRA_TURNS,
                     split=split,
+                    data_source=f"{DATA_SOURCE_PREFIX}{ran.steps[0].server}/{template.name}",
                     extra={"template": template.name, "generator": "rule_based"},
                 )
             )
@@ -664,6 +772,12 @@ def generate_tasks(
         if owned:
             runner.close()
     return rows["train"] + rows["validation"]
+
+
+def _shares(size: int, names: Sequence[str]) -> dict[str, int]:
+    """``size`` split evenly over ``names``, the first ones one more when it does not divide."""
+    base, extra = divmod(size, len(names))
+    return {name: base + (i < extra) for i, name in enumerate(names)}
 
 
 def _csv(text: str) -> list[str]:
@@ -681,6 +795,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--servers", type=_csv, default=["market"], help="comma-separated: market,search,python,slack")
     parser.add_argument("--templates", type=_csv, default=None, help="comma-separated template names (default: all)")
+    parser.add_argument(
+        "--balance-templates", action="store_true", help="give every template an equal share of each split"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--no-jsonl", action="store_true", help="write only the .parquet files")
     args = parser.parse_args(argv)
@@ -691,6 +808,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         complexities=args.complexities,
         servers=args.servers,
         templates=args.templates,
+        balance_templates=args.balance_templates,
     )
     paths = write_dataset(
         tasks,

@@ -25,7 +25,8 @@ Rules ``validate_row`` enforces (each problem is reported with the dotted key at
 
 - ``prompt`` is compact: exactly ``[system, user]``, both non-empty strings.
 - ``env_class`` is ``"mcp_tool"``; ``data_source`` is ``"mcp/<server>"`` for a server of ``extra_info.servers``
-  (by convention the server of step 1).
+  (by convention the server of step 1), optionally followed by ``/<label>`` (the rule-based generator's template),
+  which splits eval figures per label.
 - ``tool_sequence`` is non-empty, its ``step`` numbers run 1, 2, 3, ...; every step's ``server`` is listed in
   ``extra_info.servers`` and its ``tool`` in ``extra_info.tools``; ``params`` is an object. It may leave out
   free-text arguments (a search query, a program) that any wording satisfies: ``MCPToolEnv`` compares only the
@@ -36,7 +37,8 @@ Rules ``validate_row`` enforces (each problem is reported with the dotted key at
   number of steps (one call per turn).
 - ``complexity`` agrees with the sequence (``complexity_for``): ``single`` = one step, ``multi_step`` = several
   steps on one server, ``cross_server`` = steps on two or more servers.
-- ``success.expected_answer`` is a non-empty string (a number for ``answer_match == "numeric"``).
+- ``success.expected_answer`` is a non-empty string (a number for ``answer_match == "numeric"``);
+  ``success.tolerance``, when given, a non-negative number.
 - ``extra_info.split`` is ``train`` or ``validation``; ``extra_info.index`` a non-negative integer.
 
 Extra keys (in the row, ``ground_truth`` or ``extra_info``) pass validation; ``TaskRow`` carries the extra
@@ -120,6 +122,8 @@ class TaskRow:
     tool_sequence: list[ToolStep]
     expected_answer: str
     answer_match: str = "exact"
+    tolerance: float | None = None
+    """Relative tolerance of a numeric answer (``success.tolerance``); None: the scorer's default."""
     must_call_tool: bool = True
     complexity: str | None = None
     max_turns: int | None = None
@@ -168,6 +172,7 @@ class TaskRow:
                         "must_call_tool": self.must_call_tool,
                         "expected_answer": self.expected_answer,
                         "answer_match": self.answer_match,
+                        **({} if self.tolerance is None else {"tolerance": self.tolerance}),
                     },
                     "tool_sequence": [s.to_dict() for s in self.tool_sequence],
                     "limits": {"max_servers": self.max_servers, "max_tools": self.max_tools},
@@ -200,6 +205,7 @@ class TaskRow:
             ],
             expected_answer=success["expected_answer"],
             answer_match=success["answer_match"],
+            tolerance=success.get("tolerance"),
             must_call_tool=success["must_call_tool"],
             complexity=truth["complexity"],
             max_turns=truth["max_turns"],
@@ -242,8 +248,8 @@ def row_problems(row: Any) -> list[tuple[str, str]]:
             problems.append(("extra_info.index", f"expected a non-negative integer, got {index!r}"))
     data_source = row.get("data_source")
     if not (isinstance(data_source, str) and data_source.startswith(DATA_SOURCE_PREFIX)):
-        problems.append(("data_source", f"expected '{DATA_SOURCE_PREFIX}<server>', got {data_source!r}"))
-    elif info_ok and data_source[len(DATA_SOURCE_PREFIX) :] not in servers:
+        problems.append(("data_source", f"expected '{DATA_SOURCE_PREFIX}<server>[/<label>]', got {data_source!r}"))
+    elif info_ok and data_source[len(DATA_SOURCE_PREFIX) :].partition("/")[0] not in servers:
         problems.append(("data_source", f"server of {data_source!r} is not in extra_info.servers {servers}"))
     problems += _reward_spec_problems(row.get("reward_spec"), servers if info_ok else None, tools if info_ok else None)
     return problems
@@ -349,6 +355,11 @@ def _success_problems(success: Any, key: str) -> list[tuple[str, str]]:
         problems.append((f"{key}.expected_answer", f"expected a non-empty string, got {answer!r}"))
     elif match == "numeric" and not is_number(answer):
         problems.append((f"{key}.expected_answer", f"answer_match is 'numeric' but {answer!r} is not a number"))
+    tolerance = success.get("tolerance")
+    if tolerance is not None and not (
+        isinstance(tolerance, int | float) and not isinstance(tolerance, bool) and 0 <= tolerance < math.inf
+    ):
+        problems.append((f"{key}.tolerance", f"expected a non-negative number, got {tolerance!r}"))
     return problems
 
 

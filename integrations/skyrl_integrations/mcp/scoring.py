@@ -61,7 +61,8 @@ NOT_EXECUTED = frozenset({"unknown_tool", "not_allowed"})
 
 _NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
 """A number, with optional thousands separators ("1,234,567.5") and exponent."""
-_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+"""An ISO date: not a number in a numeric answer."""
 
 
 # -------------------------------------------------------------------------------------------- ground truth
@@ -278,7 +279,7 @@ def answer_matches(truth: GroundTruth, answer: str) -> bool:
     if truth.answer_match == "numeric":
         target = float(expected.replace(",", ""))
         tolerance = truth.tolerance * abs(target) if target else truth.tolerance  # relative; absolute around 0
-        stated = numbers_in(_ISO_DATE.sub(" ", answer))
+        stated = numbers_in(ISO_DATE.sub(" ", answer))
         return bool(stated) and abs(stated[-1] - target) <= tolerance
     if truth.answer_match == "exact":
         return _normalise(answer) == _normalise(expected)

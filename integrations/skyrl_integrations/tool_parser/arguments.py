@@ -2,7 +2,8 @@
 
 Repairs: an argument under another name is moved to the schema's property when the match is unambiguous
 (`ARGUMENT_ALIASES`, then the same name up to case/punctuation, then one name's words containing the other's:
-`python_code` -> `code`); a numeric string becomes a number and "true"/"false" a boolean when the schema says so;
+`python_code` -> `code`; never when two keys of the call would land on one property: `start_date` and `end_date`
+do not become `date`); a numeric string becomes a number and "true"/"false" a boolean when the schema says so;
 a JSON string becomes an array/object when the schema says so; a `null` optional argument is dropped when the schema
 does not allow null (the tool then uses its default). Checks: required keys, unknown keys when
 `additionalProperties` is false, basic `type` (also `anyOf`/`oneOf` unions) and `enum` of top-level properties.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -161,9 +163,12 @@ def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> tuple[dict[str
     if not spec.properties and not spec.required:
         return arguments, None
     checked = dict(arguments)
-    for key in [key for key in arguments if key not in spec.properties]:
-        target = _alias_target(key, spec, checked)
-        if target is not None:
+    unknown = [key for key in arguments if key not in spec.properties]
+    targets = {key: _alias_target(key, spec, arguments) for key in unknown}
+    claims = Counter(target for target in targets.values() if target is not None)
+    for key in unknown:
+        target = targets[key]
+        if target is not None and claims[target] == 1:
             checked[target] = checked.pop(key)
         elif not spec.additional_properties:
             expected = ", ".join(spec.properties)

@@ -150,7 +150,7 @@ def test_a_snippet_shows_the_matching_text_with_context(make_row):
 
 
 def test_counts_over_a_hand_made_batch(make_row):
-    """Ten trajectories; a trajectory counts once per category, however many of its observations match."""
+    """Eleven trajectories; a trajectory counts once per category, however many of its observations match."""
     rows = [
         make_row(0.0, CALL, ("tool", "Error 401: Unauthorized"), CALL, ("tool", "HTTP 403 Forbidden")),
         make_row(0.0, CALL, ("tool", "Invalid arguments"), CALL, ("tool", "404 Not Found"), ("assistant", "Hmm.")),
@@ -160,6 +160,7 @@ def test_counts_over_a_hand_made_batch(make_row):
         make_row(0.0, ("assistant", "Let me"), stop_reason="length"),
         make_row(0.0, ("assistant", "call"), parse_failures={"json": 1, "tag": 1}),
         make_row(0.0, stop_reason="env_init_failed"),
+        make_row(0.0, CALL, stop_reason="engine_failed"),
         make_row(0.0, CALL, stop_reason="timeout"),
         make_row(0.0, CALL, ("tool", "189.5"), ("assistant", "Hmm.")),
     ]
@@ -172,6 +173,7 @@ def test_counts_over_a_hand_made_batch(make_row):
         "false_completion": 2,
         "context_overflow": 1,
         "other_tool_error": 0,
+        "engine_failed": 1,
         "env_init_failed": 1,
         "env_step_failed": 0,
         "timeout": 1,
@@ -179,7 +181,7 @@ def test_counts_over_a_hand_made_batch(make_row):
         "user_simulator_failed": 0,
     }
     assert list(counts) == list(CATEGORIES)
-    assert summary["failure_categories"]["resource_not_found"]["rate"] == 0.2
+    assert summary["failure_categories"]["resource_not_found"]["rate"] == 2 / 11
     assert summary["failure_categories"]["authorization_error"]["examples"] == [
         {"location": "t.jsonl:1", "snippet": "Error 401: Unauthorized"}
     ]

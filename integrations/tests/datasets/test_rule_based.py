@@ -12,12 +12,13 @@ from skyrl_integrations.datasets.rule_based import (
     TEMPLATES,
     TaskGenerationError,
     ToolRunner,
+    answer_tolerance,
     generate_tasks,
     main,
 )
 from skyrl_integrations.datasets.schema import complexity_for, validate_row
 from skyrl_integrations.mcp.client import MCPToolGroup
-from skyrl_integrations.mcp.scoring import GroundTruth, answer_matches
+from skyrl_integrations.mcp.scoring import NUMERIC_REL_TOL, GroundTruth, answer_matches
 from skyrl_integrations.mcp.spec import MCPServerSpec
 
 
@@ -28,46 +29,61 @@ def market_tasks():
 
 def test_default_tasks_are_single_market_questions_with_answers_from_the_server(market_tasks):
     assert [(t.split, t.user_prompt, t.expected_answer) for t in market_tasks] == [
-        ("train", "Which sector is AMZN in?", "Consumer Cyclical"),
-        ("train", "What was TRLX's net income in 2024-Q3, in millions of USD?", "142.6"),
-        ("train", "What was NWGD's revenue in FY2024, in millions of USD?", "2702.3"),
-        ("validation", "What was the opening price of XOM on 2024-10-23?", "112.36"),
+        ("train", "What was the closing price of Microsoft Corporation stock on 2024-05-30?", "323.52"),
+        ("train", "How many employees does The Coca-Cola Company have?", "79100"),
+        ("train", "What was GOOGL's earnings per share (EPS) in FY2024?", "6.29"),
+        ("validation", "What was QBTL's earnings per share (EPS) in 2023-Q1?", "-0.16"),
     ]
+
+
+MARKET_TOOLS = [
+    "get_stock_price",
+    "get_price_history",
+    "get_crypto_price",
+    "get_company_profile",
+    "get_financials",
+    "search_tickers",
+]
 
 
 def test_rows_follow_the_dataset_contract(market_tasks):
     row = market_tasks[3].to_row()
     validate_row(row)
     assert row == {
-        "data_source": "mcp/market",
+        "data_source": "mcp/market/eps",
         "prompt": [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": "What was the opening price of XOM on 2024-10-23?"},
+            {"role": "user", "content": "What was QBTL's earnings per share (EPS) in 2023-Q1?"},
         ],
         "env_class": "mcp_tool",
         "reward_spec": {
             "method": "rule",
             "ground_truth": {
-                "task_id": "market-open_price-8d44c4b37b",
+                "task_id": "market-eps-7d09a5cdae",
                 "complexity": "single",
-                "max_turns": 2,
-                "success": {"must_call_tool": True, "expected_answer": "112.36", "answer_match": "numeric"},
+                "max_turns": 3,  # a call, an answer, and a turn for a look-up or a corrected call
+                "success": {
+                    "must_call_tool": True,
+                    "expected_answer": "-0.16",
+                    "answer_match": "numeric",
+                    "tolerance": 0.001,
+                },
                 "tool_sequence": [
                     {
                         "step": 1,
                         "server": "market",
-                        "tool": "get_stock_price",
-                        "params": {"ticker": "XOM", "date": "2024-10-23"},
+                        "tool": "get_financials",
+                        "params": {"ticker": "QBTL", "period": "2023-Q1"},
                     }
                 ],
                 "limits": {"max_servers": 1, "max_tools": 4},
             },
         },
         "extra_info": {
-            "template": "open_price",
+            "template": "eps",
             "generator": "rule_based",
             "servers": ["market"],
-            "tools": ["get_stock_price"],
+            "tools": MARKET_TOOLS,  # every tool of the servers in use: choosing one is the agent's job
             "split": "validation",
             "index": 0,
         },
@@ -78,10 +94,10 @@ def test_expected_answer_is_what_replaying_the_tool_sequence_returns(market_task
     group = MCPToolGroup(MCPServerSpec.bundled("market"))
     step = market_tasks[3].tool_sequence[0]
     result = json.loads(group.call_tool(step.tool, step.params).text)
-    assert str(result["open"]) == market_tasks[3].expected_answer
+    assert str(result["eps"]) == market_tasks[3].expected_answer
 
 
-@pytest.mark.parametrize("reply", ["$112.36", "112.36 USD", "It opened at 112.36."])
+@pytest.mark.parametrize("reply", ["-0.16", "-0.16 USD", "The EPS was -0.16."])
 def test_numeric_answers_match_common_formattings(market_tasks, reply):
     truth = GroundTruth.parse(market_tasks[3].to_row()["reward_spec"]["ground_truth"])
     assert answer_matches(truth, reply)
@@ -107,8 +123,13 @@ def test_free_text_arguments_are_left_out_of_params():
 
 def test_cross_server_task_finds_the_ticker_by_search_then_asks_the_market():
     task = generate_tasks(1, 0, seed=3, servers=["search", "market"], complexities=["cross_server"])[0]
-    assert (task.complexity, task.servers, task.data_source) == ("cross_server", ["search", "market"], "mcp/search")
-    assert [(s.server, s.tool) for s in task.tool_sequence] == [("search", "web_search"), ("market", task.tools[1])]
+    assert (task.complexity, task.servers, task.data_source) == (
+        "cross_server",
+        ["search", "market"],
+        "mcp/search/product_maker_close",
+    )
+    assert [(s.server, s.tool) for s in task.tool_sequence] == [("search", "web_search"), ("market", "get_stock_price")]
+    assert task.tools == ["web_search", "fetch_page", *MARKET_TOOLS]
 
 
 def test_every_template_makes_tasks_of_its_declared_complexity():
@@ -177,3 +198,52 @@ def test_cross_server_with_one_server_is_rejected():
 def test_asking_for_more_tasks_than_the_templates_can_make_fails_loudly():
     with pytest.raises(TaskGenerationError, match=r"only \d+/50 train and 0/0 validation distinct tasks"):
         generate_tasks(50, 0, servers=["slack"], complexities=["single"])
+
+
+FIELD_TEMPLATES = ["close_price", "open_price", "volume", "crypto_close", "revenue", "eps", "employees"]
+
+
+@pytest.fixture(scope="module")
+def field_tasks():
+    return generate_tasks(42, 0, seed=4, templates=FIELD_TEMPLATES, balance_templates=True)
+
+
+def test_no_other_field_of_the_record_passes_the_answer_check(field_tasks):
+    """The reward's answer check accepts the asked field only: every other number the tool returned fails."""
+    group = MCPToolGroup(MCPServerSpec.bundled("market"))
+    checked = 0
+    for task in field_tasks:
+        truth = GroundTruth.parse(task.to_row()["reward_spec"]["ground_truth"])
+        step = task.tool_sequence[0]
+        record = json.loads(group.call_tool(step.tool, step.params).text)
+        numbers = [v for v in record.values() if isinstance(v, int | float)]
+        others = [v for v in numbers if v != float(task.expected_answer)]
+        assert answer_matches(truth, task.expected_answer), task.user_prompt
+        assert len(others) == len(numbers) - 1, task.user_prompt  # the asked field, and only it, holds the answer
+        for value in others:
+            assert not answer_matches(truth, str(value)), (task.user_prompt, value)
+            checked += 1
+    others_per_record = {"get_stock_price": 4, "get_crypto_price": 4, "get_financials": 2, "get_company_profile": 0}
+    assert checked == sum(others_per_record[t.tool_sequence[0].tool] for t in field_tasks)
+    assert len(field_tasks) == 42
+
+
+def test_the_tolerance_stays_below_half_the_gap_to_the_nearest_other_number():
+    outputs = [{"open": 100.0, "close": 100.02, "high": 101.0, "volume": 5}]
+    assert answer_tolerance("100.02", outputs) == pytest.approx(0.4 * 0.02 / 100.02)
+    assert answer_tolerance("5", [{"count": 5, "n": 5}, "see 7 items"]) is None  # another field: same value
+    numbers_in_text = [{"count": 5}, "see 5.001 items on 2024-05-05"]  # the date is not a number to the scorer
+    assert answer_tolerance("5", numbers_in_text) == pytest.approx(0.4 * 0.001 / 5)
+    assert answer_tolerance("187.23", [{"close": 187.23, "volume": 7074920}]) == NUMERIC_REL_TOL
+
+
+def test_balanced_templates_get_equal_shares_of_each_split_and_a_data_source_each():
+    templates = ["close_price", "employees", "revenue"]
+    tasks = generate_tasks(9, 6, seed=2, templates=templates, balance_templates=True)
+    counts = {(t.split, t.extra["template"]) for t in tasks}
+    assert sorted(counts) == sorted((split, name) for split in ("train", "validation") for name in templates)
+    per_split = {
+        split: sorted(t.extra["template"] for t in tasks if t.split == split) for split in ("train", "validation")
+    }
+    assert per_split == {"train": sorted(templates * 3), "validation": sorted(templates * 2)}
+    assert {t.data_source for t in tasks} == {f"mcp/market/{name}" for name in templates}

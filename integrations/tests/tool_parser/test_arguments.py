@@ -111,6 +111,33 @@ def test_ambiguous_alias_is_not_guessed():
     )
 
 
+PRICE = ToolSpec.from_tool(
+    {
+        "name": "get_stock_price",
+        "inputSchema": {
+            "properties": {"ticker": {"type": "string"}, "date": {"type": "string"}},
+            "required": ["ticker", "date"],
+        },
+    }
+)
+
+
+def test_two_keys_that_would_land_on_one_property_are_not_guessed():
+    # Copied from a get_price_history demonstration: neither range end is "the" date of the price.
+    arguments = {"ticker": "AAPL", "start_date": "2024-01-02", "end_date": "2024-01-31"}
+    assert check_arguments(PRICE, arguments) == (
+        arguments,
+        "tool 'get_stock_price': missing required argument(s) 'date'",
+    )
+
+
+def test_one_key_whose_words_contain_the_property_is_still_repaired():
+    assert check_arguments(PRICE, {"ticker": "AAPL", "trading_date": "2024-01-02"}) == (
+        {"ticker": "AAPL", "date": "2024-01-02"},
+        None,
+    )
+
+
 def test_openai_and_mcp_forms_give_the_same_spec():
     schema = {"type": "object", "properties": {"ticker": {"type": "string"}}, "required": ["ticker"]}
     mcp = ToolSpec.from_tool({"name": "price", "description": "d", "inputSchema": schema})

@@ -88,6 +88,11 @@ class DataConfig:
     val_data: list[str] = knob(
         ["~/data/gsm8k/validation.parquet"], "Evaluation datasets, same forms as train_data; empty list = no eval."
     )
+    balance_by: str | None = knob(
+        None,
+        "Row column (e.g. data_source) whose values every training batch takes in turn, so each batch holds them "
+        "in equal shares; null: a plain shuffle.",
+    )
 
 
 # -------------------------------------------------------------------------------------------- trainer

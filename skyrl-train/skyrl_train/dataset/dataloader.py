@@ -4,6 +4,11 @@ Batch ``k`` of epoch ``e`` is always the same: the order of an epoch is a permut
 with ``seed + e``, so a loader restored from a checkpoint yields exactly the batches the interrupted run had not
 yet consumed, in the same order, and later epochs reshuffle exactly as they would have.
 
+With ``groups`` (one label per dataset row, e.g. its data source), a shuffled epoch takes the groups in turn:
+each group is shuffled, and round ``r`` appends the ``r``-th row of every group that has one, the groups in a fresh
+random order each round. Batches then hold the groups in equal shares as far as the group sizes allow (4 equal
+groups and batches of 4: one row of each group per batch), instead of whatever mix a plain shuffle draws.
+
 Each ``iter(loader)`` continues from the current position to the end of the current epoch; when the last batch
 of an epoch is handed out the loader moves to the start of the next epoch. So the trainer's
 ``for epoch in range(start_epoch, epochs): for batch in loader:`` works for fresh and resumed runs alike. Only one
@@ -12,12 +17,14 @@ iterator should be live at a time (they share the position).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import torch
 
-_STATE_CHECKED = ("dataset_size", "batch_size", "shuffle", "drop_last", "seed")
+_STATE_CHECKED = ("dataset_size", "batch_size", "shuffle", "drop_last", "seed", "grouped")
+_STATE_DEFAULTS = {"grouped": False}
+"""Values of keys that states saved before the key existed lack."""
 
 
 class PromptDataLoader:
@@ -31,9 +38,13 @@ class PromptDataLoader:
         drop_last: bool = True,
         seed: int = 42,
         collate_fn: Callable[[list[Any]], Any] | None = None,
+        groups: Sequence[Hashable] | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if groups is not None and len(groups) != len(dataset):
+            raise ValueError(f"groups has {len(groups)} labels for a dataset of {len(dataset)} rows")
+        self.groups = None if groups is None else list(groups)
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -59,7 +70,20 @@ class PromptDataLoader:
         if not self.shuffle:
             return list(range(len(self.dataset)))
         generator = torch.Generator().manual_seed(self.seed + epoch)
-        return torch.randperm(len(self.dataset), generator=generator).tolist()
+        if self.groups is None:
+            return torch.randperm(len(self.dataset), generator=generator).tolist()
+        members: dict[Hashable, list[int]] = {}
+        for index, label in enumerate(self.groups):
+            members.setdefault(label, []).append(index)
+        shuffled = [
+            [rows[i] for i in torch.randperm(len(rows), generator=generator).tolist()] for rows in members.values()
+        ]
+        order = []
+        for round_ in range(max(map(len, shuffled))):
+            for group in torch.randperm(len(shuffled), generator=generator).tolist():
+                if round_ < len(shuffled[group]):
+                    order.append(shuffled[group][round_])
+        return order
 
     def __iter__(self) -> Iterator[Any]:
         epoch, num_batches = self.epoch, len(self)
@@ -79,15 +103,18 @@ class PromptDataLoader:
             "shuffle": self.shuffle,
             "drop_last": self.drop_last,
             "seed": self.seed,
+            "grouped": self.groups is not None,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at ``state``'s epoch and position. Raises ``ValueError`` naming the setting if the dataset size,
-        batch size, shuffle, drop_last or seed differ, since the saved position would then point elsewhere."""
+        batch size, shuffle, drop_last, seed or grouping differ, since the saved position would then point
+        elsewhere."""
         for key in _STATE_CHECKED:
-            if state[key] != self.state_dict()[key]:
+            saved = state.get(key, _STATE_DEFAULTS.get(key))
+            if saved != self.state_dict()[key]:
                 raise ValueError(
-                    f"data loader state was saved with {key}={state[key]!r}, but this loader has "
+                    f"data loader state was saved with {key}={saved!r}, but this loader has "
                     f"{key}={self.state_dict()[key]!r}; its position does not apply"
                 )
         if not 0 <= state["position"] < max(len(self), 1):

@@ -94,6 +94,17 @@ class PromptDataset:
         uid = str(range(len(self._items))[index])  # a negative index gets its positive uid
         return copy.deepcopy(messages), env_class, copy.deepcopy(extras), uid
 
+    def column(self, key: str) -> list[Any]:
+        """Every row's value of column ``key`` (a column passed to the env, e.g. ``data_source``); a row without it
+        raises ``ValueError`` naming its source file and row."""
+        values = []
+        for index, (_, _, extras) in enumerate(self._items):
+            if key not in extras:
+                source, row = self._origins[index]
+                raise ValueError(f"{source}: row {row} has no column {key!r}")
+            values.append(extras[key])
+        return values
+
     def origin(self, index: int) -> tuple[str, int]:
         """Where item `index` comes from: its dataset source (as given) and its row index in that source."""
         return self._origins[index]

@@ -61,6 +61,12 @@ class BasePPOExp:
     def get_train_dataset(self, tokenizer) -> PromptDataset:
         return PromptDataset(self.cfg.data.train_data, tokenizer, self.cfg.trainer.max_prompt_length)
 
+    def get_train_loader(self, dataset: PromptDataset) -> PromptDataLoader:
+        """Shuffled batches of `trainer.train_batch_size` prompts, balanced over `data.balance_by` when it is set."""
+        t, balance_by = self.cfg.trainer, self.cfg.data.balance_by
+        groups = dataset.column(balance_by) if balance_by else None
+        return PromptDataLoader(dataset, t.train_batch_size, seed=t.seed, groups=groups)
+
     def get_eval_dataset(self, tokenizer) -> PromptDataset | None:
         if not self.cfg.data.val_data or self.cfg.trainer.eval_interval <= 0:
             return None
@@ -230,7 +236,7 @@ class BasePPOExp:
             torch.set_num_threads(t.cpu_threads)  # this thread's training forwards; the hf engine sets its own
         tokenizer = self.get_tokenizer()
         train_dataset = self.get_train_dataset(tokenizer)
-        train_loader = PromptDataLoader(train_dataset, t.train_batch_size, seed=t.seed)
+        train_loader = self.get_train_loader(train_dataset)
         eval_dataset = self.get_eval_dataset(tokenizer)
         eval_loader = PromptDataLoader.for_eval(eval_dataset, t.eval_batch_size) if eval_dataset else None
         if len(train_loader) == 0:

@@ -1,4 +1,5 @@
-"""The run summary: steps run, total time, first/last/best of the main metrics, eval before vs after.
+"""The run summary: steps run, total time, first/last/best of the main metrics, eval before vs after, and each
+eval metric per data source at every eval step (a curve, shown as a table when there are more than two evals).
 
 `summarize` returns plain JSON-ready data (NaN becomes None); `render_markdown` turns it into ``summary.md``.
 """
@@ -63,6 +64,7 @@ def summarize(history: MetricsHistory) -> dict[str, Any]:
         },
         "main_metrics": main,
         "eval_before_after": evals,
+        "eval_curves": _eval_curves(history, eval_keys),
     }
 
 
@@ -78,6 +80,23 @@ def _memory(history: MetricsHistory) -> dict[str, Any] | None:
         "rss_gb_first": None if not rss else {"step": rss[0][0], "value": rss[0][1]},
         "rss_gb_last": None if not rss else {"step": rss[-1][0], "value": rss[-1][1]},
     }
+
+
+def _eval_curves(history: MetricsHistory, eval_keys: list[str]) -> dict[str, dict[str, Any]]:
+    """Per eval metric (``avg_score``, ``pass_at_<n>``): the steps that have it and each data source's value there
+    (None where that source has no value), so the report shows the metric over training, not only its ends."""
+    curves: dict[str, dict[str, Any]] = {}
+    for key in eval_keys:
+        _, data_source, metric = key.split("/")
+        steps, values = history.series(key)
+        curve = curves.setdefault(metric, {"steps": [], "data_sources": {}})
+        curve["data_sources"][data_source] = dict(zip(steps, map(_num, values), strict=True))
+        curve["steps"] = sorted(set(curve["steps"]) | set(steps))
+    for curve in curves.values():
+        curve["data_sources"] = {
+            source: [by_step.get(step) for step in curve["steps"]] for source, by_step in curve["data_sources"].items()
+        }
+    return curves
 
 
 def _fmt(value: float | None) -> str:
@@ -129,6 +148,14 @@ def render_markdown(summary: dict[str, Any], title: str) -> str:
             )
     else:
         lines.append("No eval metrics found.")
+    for metric, curve in summary.get("eval_curves", {}).items():
+        if len(curve["steps"]) < 3:
+            continue  # before and after only: the table above says it all
+        sources = list(curve["data_sources"])
+        lines += ["", f"## Eval `{metric}` over training", ""]
+        lines += ["| step | " + " | ".join(sources) + " |", "|---" * (len(sources) + 1) + "|"]
+        for i, step in enumerate(curve["steps"]):
+            lines.append(f"| {step} | " + " | ".join(_fmt(curve["data_sources"][s][i]) for s in sources) + " |")
     lines += ["", "## Plots", ""]
     lines += [f"![{name}]({name}.png)" for name in summary.get("plots", [])] or ["No plots."]
     if summary.get("notes"):

@@ -108,6 +108,10 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     # ------------------------------------------------------------------------------------------------ data
     "data.train_data": ShownBy(_TINY_RUN),
     "data.val_data": ShownBy(_TINY_RUN),
+    "data.balance_by": ShownBy(
+        "skyrl-train/tests/config/test_key_effects.py::"
+        "test_balance_by_gives_every_training_batch_one_prompt_of_each_data_source"
+    ),
     # --------------------------------------------------------------------------------------------- trainer
     "trainer.policy.model.path": ShownBy(_WORKERS),
     "trainer.policy.model.lora.rank": ShownBy(

@@ -345,6 +345,23 @@ def test_a_two_step_run_follows_the_loop_batch_eval_dump_and_checkpoint_keys(tin
     assert len(filtered) == 2 and all(0.0 <= f <= 1.0 for f in filtered)
 
 
+def test_balance_by_gives_every_training_batch_one_prompt_of_each_data_source(tiny, tmp_path):
+    rows = [
+        {"prompt": [{"role": "user", "content": f"q{i}"}], "env_class": "gsm8k", "data_source": source}
+        for i, source in enumerate(["a"] * 4 + ["b"] * 4)
+    ]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    data = f"data.train_data=[{tmp_path / 'train.jsonl'}]"
+    overrides = (data, "trainer.train_batch_size=2", "trainer.policy_mini_batch_size=2")
+    sources = {}
+    for balance_by in ("null", "data_source"):
+        exp = experiment(tiny, tmp_path, *overrides, f"data.balance_by={balance_by}")
+        loader = exp.get_train_loader(exp.get_train_dataset(load_tokenizer(tiny)))
+        sources[balance_by] = [sorted(e["data_source"] for e in batch["env_extras"]) for batch in loader]
+    assert sources["data_source"] == [["a", "b"]] * 4
+    assert sources["null"] == [["a", "b"], ["a", "b"], ["a", "a"], ["b", "b"]]  # a plain shuffle (seed 42)
+
+
 _THINKING_TEMPLATE = (
     "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
     "{%- if add_generation_prompt %}<|im_start|>assistant\n{% if think %}<think>{% endif %}{%- endif %}"

@@ -84,6 +84,7 @@ def test_state_after_one_batch_points_at_the_second():
         "shuffle": True,
         "drop_last": True,
         "seed": 42,
+        "grouped": False,
     }
 
 
@@ -144,3 +145,41 @@ def test_batches_of_a_prompt_dataset_are_collated_dicts(files):
         "env_extras": [{}],
         "uid": ["3"],
     }
+
+
+GROUPS = ["a", "b", "c"] * 4  # row i is in group "abc"[i % 3]
+
+
+def test_grouped_batches_hold_one_row_of_each_group():
+    loader = PromptDataLoader(list(range(12)), batch_size=3, collate_fn=list, groups=GROUPS)
+    first, second = list(loader), list(loader)
+    assert first == [[2, 7, 6], [4, 9, 11], [0, 8, 10], [1, 5, 3]]
+    assert second == [[4, 2, 0], [7, 3, 5], [1, 11, 9], [10, 8, 6]]
+    assert all(sorted(GROUPS[row] for row in batch) == ["a", "b", "c"] for batch in first + second)
+
+
+def test_grouped_epoch_visits_every_row_once_and_puts_a_larger_group_s_surplus_last():
+    groups = ["a"] * 6 + ["b"] * 3 + ["c"] * 3
+    batches = list(PromptDataLoader(list(range(12)), batch_size=3, collate_fn=list, groups=groups))
+    assert sorted(row for batch in batches for row in batch) == list(range(12))
+    assert [sorted(groups[row] for row in batch) for batch in batches] == [["a", "b", "c"]] * 3 + [["a", "a", "a"]]
+
+
+def test_groups_must_label_every_row():
+    with pytest.raises(ValueError, match="groups has 2 labels for a dataset of 10 rows"):
+        _loader(groups=["a", "b"])
+
+
+def test_state_saved_without_groups_does_not_resume_a_grouped_loader():
+    state = _loader().state_dict()
+    loader = _loader(groups=["a", "b"] * 5)
+    with pytest.raises(ValueError, match="saved with grouped=False, but this loader has grouped=True"):
+        loader.load_state_dict(state)
+
+
+def test_a_prompt_dataset_column_labels_the_rows_and_a_missing_one_is_named(files):
+    rows = [files.row(f"q{i}", env_class="gsm8k", data_source=f"s{i % 2}") for i in range(4)]
+    dataset = PromptDataset([files.jsonl("d.jsonl", rows)], tokenizer=None, max_prompt_length=None)
+    assert dataset.column("data_source") == ["s0", "s1", "s0", "s1"]
+    with pytest.raises(ValueError, match=r"d.jsonl: row 0 has no column 'template'"):
+        dataset.column("template")

@@ -134,3 +134,26 @@ def test_cli_accepts_the_metrics_file_itself_and_an_out_folder(tmp_path):
     _write(tmp_path / "metrics.jsonl", LINES)
     assert main([str(tmp_path / "metrics.jsonl"), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "reward.png").is_file()
+
+
+def test_summary_has_each_eval_metric_per_data_source_at_every_eval_step(tmp_path):
+    lines = [
+        {"step": 0, "timestamp": 1.0, "eval/all/pass_at_1": 0.25, "eval/a/pass_at_1": 0.5, "eval/b/pass_at_1": 0.0},
+        {"step": 2, "timestamp": 2.0, "eval/all/pass_at_1": 0.5, "eval/a/pass_at_1": 0.5, "eval/b/pass_at_1": 0.5},
+        {"step": 4, "timestamp": 3.0, "eval/all/pass_at_1": 0.75, "eval/a/pass_at_1": 1.0},
+    ]
+    summary = write_report(_write(tmp_path / "metrics.jsonl", lines), tmp_path / "report")
+    assert summary["eval_curves"] == {
+        "pass_at_1": {
+            "steps": [0, 2, 4],
+            "data_sources": {"a": [0.5, 0.5, 1.0], "all": [0.25, 0.5, 0.75], "b": [0.0, 0.5, None]},
+        }
+    }
+    markdown = (tmp_path / "report" / "summary.md").read_text()
+    assert "## Eval `pass_at_1` over training\n\n| step | a | all | b |\n|---|---|---|---|\n" in markdown
+    assert "| 0 | 0.5 | 0.25 | 0 |\n| 2 | 0.5 | 0.5 | 0.5 |\n| 4 | 1 | 0.75 | n/a |\n" in markdown
+
+
+def test_two_evals_give_no_curve_table(tmp_path):
+    write_report(_write(tmp_path / "metrics.jsonl", LINES), tmp_path / "report")
+    assert "over training" not in (tmp_path / "report" / "summary.md").read_text()

@@ -165,6 +165,21 @@ async def test_stock_ticker_passed_to_crypto_tool_points_to_the_stock_tool(marke
     assert is_error and "'AAPL' is a stock: use get_stock_price" in text
 
 
+async def test_a_coin_name_passed_as_a_ticker_or_symbol_gets_the_tool_and_symbol_to_use(market, call_tool):
+    async with market as client:
+        as_ticker = await call_tool(client, "get_stock_price", {"ticker": "Ethereum", "date": "2024-03-15"})
+        as_symbol = await call_tool(client, "get_crypto_price", {"symbol": "ethereum", "date": "2024-03-15"})
+    assert as_ticker == (
+        True,
+        "Error executing tool get_stock_price: 'ETHEREUM' is not a stock ticker: Ethereum is a crypto pair, use "
+        "get_crypto_price with symbol ETHUSD",
+    )
+    assert as_symbol == (
+        True,
+        "Error executing tool get_crypto_price: Unknown crypto symbol 'ETHEREUMUSD': the symbol of Ethereum is ETHUSD",
+    )
+
+
 async def test_company_profile(market, call_tool):
     async with market as client:
         answer = await call_tool(client, "get_company_profile", {"ticker": "HLXR"})

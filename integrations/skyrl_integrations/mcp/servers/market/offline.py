@@ -10,7 +10,7 @@ import datetime as dt
 import re
 
 from .._common import ToolError, unknown_value_error
-from .data import FIRST_DAY, HOLIDAYS, LAST_DAY, MARKET, Bar, MarketData
+from .data import FIRST_DAY, HOLIDAYS, LAST_DAY, MARKET, Bar, CryptoPair, MarketData
 
 MAX_HISTORY_BARS = 31
 
@@ -79,8 +79,19 @@ class OfflineMarket:
         if symbol not in self.data.stocks:
             if normalize_crypto_symbol(symbol) in self.data.crypto:
                 raise ToolError(f"{symbol!r} is a crypto pair: use get_crypto_price")
+            pair = self._pair_named(ticker)
+            if pair is not None:
+                raise ToolError(
+                    f"{symbol!r} is not a stock ticker: {pair.name} is a crypto pair, use get_crypto_price with "
+                    f"symbol {pair.symbol}"
+                )
             raise unknown_value_error("ticker", symbol, self.data.stocks)
         return symbol, self.data.stocks[symbol]
+
+    def _pair_named(self, name: str) -> CryptoPair | None:
+        """The crypto pair whose name (e.g. "Ethereum") is ``name``, ignoring case and spaces."""
+        wanted = "".join(str(name).split()).casefold()
+        return next((p for p in self.data.crypto_pairs.values() if p.name.casefold() == wanted), None)
 
     def _check_range(self, day: dt.date) -> None:
         if not FIRST_DAY <= day <= LAST_DAY:
@@ -114,6 +125,9 @@ class OfflineMarket:
         if pair not in self.data.crypto:
             if normalize_ticker(symbol) in self.data.stocks:
                 raise ToolError(f"{normalize_ticker(symbol)!r} is a stock: use get_stock_price")
+            named = self._pair_named(symbol)
+            if named is not None:
+                raise ToolError(f"Unknown crypto symbol {pair!r}: the symbol of {named.name} is {named.symbol}")
             raise unknown_value_error("crypto symbol", symbol, self.data.crypto)
         day = parse_date(date)
         self._check_range(day)
