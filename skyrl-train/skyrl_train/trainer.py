@@ -12,6 +12,10 @@ loses the metrics of completed steps.
 A generation batch in which more than `trainer.max_infra_failure_ratio` of the trajectories ended in an
 infrastructure failure stops the run (`InfraFailureError`, with the count per stop reason and a sample error):
 training on what is left would learn from a broken setup, not from the task.
+
+Memory: every logged step carries `memory/peak_rss_gb`, the process's peak resident memory during that step (its
+generation, update, checkpoint and eval), and `memory/rss_gb` at its end; the eval logged at step 0 carries them for
+everything before it (model loading included). See `skyrl_train.utils.memory`.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from skyrl_train.trainer_utils import (
     prepare_generator_input,
     reward_metrics,
 )
+from skyrl_train.utils.memory import PeakRSS, release_free_memory
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +131,9 @@ class PPOTrainer:
         if resume_from is not None:
             self.load_checkpoint(resume_from)
         await self.sync_weights(self.global_step)
+        memory = PeakRSS()  # its first interval runs from the process start: model loading counts in it
         if t.eval_interval > 0 and t.eval_before_train and self.eval_loader is not None:
-            self.tracker.log(await self.eval(), step=self.global_step)
+            self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
 
         start_epoch = self.train_loader.epoch  # restored with the checkpoint; with dynamic sampling a step draws more
         progress = step_progress(self.total_steps, initial=self.global_step, desc="train")
@@ -148,6 +154,7 @@ class PPOTrainer:
                 metrics.update({"trainer/epoch": epoch, "trainer/global_step": self.global_step})
                 with self._timer("step", metrics):
                     await self._step_and_bookkeeping(rollouts, metrics)
+                metrics.update(memory.metrics())
                 self.tracker.log(metrics, step=self.global_step)
                 metrics = {}
                 progress.update(1)
@@ -155,7 +162,7 @@ class PPOTrainer:
         if t.ckpt_interval > 0 and self.global_step % t.ckpt_interval != 0:
             self.save_checkpoint()
         if self._final_eval_missed():
-            self.tracker.log(await self.eval(), step=self.global_step)
+            self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
         self.export_hf()
 
     def _final_eval_missed(self) -> bool:
@@ -170,6 +177,7 @@ class PPOTrainer:
         t = self.cfg.trainer
         step = self.global_step
         metrics.update(await self.train_step(rollouts))
+        release_free_memory()  # the update's activations, before generation allocates on the engine's thread
         if t.ckpt_interval > 0 and step % t.ckpt_interval == 0:
             with self._timer("save_checkpoints", metrics):
                 self.save_checkpoint()

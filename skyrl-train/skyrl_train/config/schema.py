@@ -333,7 +333,11 @@ class TrainerConfig:
     micro_forward_batch_size_per_gpu: int = knob(1, "Sequences per logprob forward pass on one worker.")
     update_epochs_per_batch: int = knob(1, "Passes over each training batch.")
     epochs: int = knob(1, "Passes over the training dataset.")
-    use_sample_packing: bool = knob(False, "Pack sequences without padding in training forward passes.")
+    use_sample_packing: bool = knob(
+        False,
+        "Pack each micro-batch's sequences into one row without padding in the policy and ref forward passes (same "
+        "results, less compute and memory); the critic's value forward stays padded.",
+    )
     eval_batch_size: int = knob(1024, "Prompts per evaluation batch.")
     eval_before_train: bool = knob(True, "Evaluate once before the first step.")
     eval_interval: int = knob(5, "Evaluate every N steps; -1 = never.")
@@ -357,6 +361,11 @@ class TrainerConfig:
     )
     seed: int = knob(42, "Random seed for data order, sampling and init.")
     bf16: bool = knob(True, "Load, train and generate with the models in bfloat16 (false: float32).")
+    cpu_threads: int | None = knob(
+        None,
+        "Torch intra-op threads of the training process and of its hf engine; null = torch's default (one per core). "
+        "1 avoids OpenMP threads waiting on each other when other busy processes share the cores.",
+    )
     max_prompt_length: int = knob(512, "Max prompt tokens; longer dataset prompts are dropped.")
     flash_attn: bool = knob(False, "Use flash attention (flash-attn) in the models.")
     disable_fast_tokenizer: bool = knob(False, "Load the slow (Python) tokenizer.")

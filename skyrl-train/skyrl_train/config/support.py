@@ -71,7 +71,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.ref.sequence_parallel_size": "sequence parallelism is not implemented",
     "trainer.critic.sequence_parallel_size": "sequence parallelism is not implemented",
     # --- training forward pass and models
-    "trainer.use_sample_packing": "training forward passes use padded batches; sample packing is not implemented",
     "trainer.flash_attn": "the models load with transformers' default attention; flash-attn is not wired in",
     "trainer.policy.use_torch_compile": "the policy forward is not compiled",
     "trainer.policy.record_memory": "CUDA memory snapshots are not recorded",

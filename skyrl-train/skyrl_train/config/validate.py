@@ -385,6 +385,12 @@ def _map_deprecated_use_tis(cfg: SkyRLConfig, problems: list[str]) -> None:
 
 def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
     t = cfg.trainer
+    if t.cpu_threads is not None:
+        _at_least(problems, "trainer.cpu_threads", t.cpu_threads, 1)
+    if t.use_sample_packing and t.strategy == "fsdp2":
+        problems.append(
+            "trainer.use_sample_packing=true runs with trainer.strategy=single only (not verified on fsdp2)."
+        )
     for key in ("eval_interval", "ckpt_interval", "hf_save_interval"):
         value = getattr(t, key)
         if value == 0 or value < -1:

@@ -116,7 +116,11 @@ class BasePPOExp:
             dtype="bfloat16" if t.bf16 else "float32",
         )
         policy = PolicyWorker(
-            t.policy, t.algorithm, temperature=self.cfg.generator.sampling_params.temperature, **common
+            t.policy,
+            t.algorithm,
+            temperature=self.cfg.generator.sampling_params.temperature,
+            sample_packing=t.use_sample_packing,
+            **common,
         )
         needs_ref = t.algorithm.use_kl_loss or t.algorithm.use_kl_in_reward
         ref = RefWorker.for_policy(policy, t.ref) if needs_ref else None
@@ -165,6 +169,7 @@ class BasePPOExp:
             max_num_seqs=g.max_num_seqs,
             seed=self.cfg.trainer.seed,
             prefix_cache_bytes=DEFAULT_PREFIX_CACHE_BYTES if g.enable_prefix_caching else 0,
+            num_threads=self.cfg.trainer.cpu_threads,
         )
 
     def make_remote_engines(self, tokenizer) -> InferenceEngineInterface:
@@ -257,6 +262,8 @@ class BasePPOExp:
     def _run(self) -> None:
         t = self.cfg.trainer
         _seed_everything(t.seed)
+        if t.cpu_threads is not None:
+            torch.set_num_threads(t.cpu_threads)  # this thread's training forwards; the hf engine sets its own
         tokenizer = self.get_tokenizer()
         train_dataset = self.get_train_dataset(tokenizer)
         train_loader = self.get_train_loader(train_dataset)

@@ -5,7 +5,8 @@ sequence by one token with a single decode forward over the whole batch, and ret
 Requests therefore join and leave between steps without waiting for each other; see `kv_buffer` for how their KV
 caches of different lengths share one left-padded batch. A prefill takes what it can from the `PrefixCache` (the KV
 of finished sequences and of prefixes shared by a group, computed by the current weights: every step reads the
-model's `WeightVersion` and uses the cache at that version) and feeds only the rest of each prompt. All torch work
+model's `WeightVersion` and uses the cache at that version) and feeds only the rest of each prompt; identical prompts
+of one group (the n samples of a GRPO prompt) are fed once and share the resulting KV. All torch work
 happens on the caller's thread (the engine's scheduler thread); the only hand-off is `Request.on_finish`.
 """
 
@@ -61,7 +62,8 @@ class EngineStats:
     prompt_tokens: int = 0
     """Tokens in the prompts of the requests admitted so far."""
     cached_prompt_tokens: int = 0
-    """Of `prompt_tokens`, those whose KV came from the prefix cache instead of a forward pass."""
+    """Of `prompt_tokens`, those whose KV came from the prefix cache, or from an identical prompt of the same prefill
+    group, instead of a forward pass of their own."""
     prefilled_tokens: int = 0
     """Tokens run through prefill forward passes (uncached prompt tokens, shared prefixes prefilled once for a
     group, cached tokens fed again to line a group up), padding excluded: the prefill work actually done."""
@@ -165,11 +167,16 @@ class ContinuousBatcher:
     def _prefill(self, group: list[Request]) -> None:
         n = len(group)
         self._cache_shared_prefix(group)
-        prompts = [r.prompt_ids for r in group]
+        # Identical prompts (the n samples of a GRPO prompt) are prefilled once; row i takes distinct[source[i]].
+        distinct: dict[tuple[int, ...], int] = {}
+        source = [distinct.setdefault(tuple(r.prompt_ids), len(distinct)) for r in group]
+        prompts = [list(p) for p in distinct]
         prefixes = [self.prefix_cache.match(p, self._version) for p in prompts]
         logits, cache, reused = self._prefill_forward(prompts, prefixes)
-        self.stats.prompt_tokens += sum(len(p) for p in prompts)
-        self.stats.cached_prompt_tokens += reused
+        logits = logits[torch.tensor(source)]
+        total = sum(len(r.prompt_ids) for r in group)
+        self.stats.prompt_tokens += total
+        self.stats.cached_prompt_tokens += reused + total - sum(len(p) for p in prompts)
 
         self._ensure_seen(logits.shape[-1])
         seen = torch.zeros(n, logits.shape[-1], dtype=torch.bool)
@@ -185,8 +192,8 @@ class ContinuousBatcher:
             length = len(group[i].prompt_ids)
             self.prefix_cache.insert(
                 group[i].prompt_ids,
-                [layer.keys[i, :, -length:] for layer in cache.layers],
-                [layer.values[i, :, -length:] for layer in cache.layers],
+                [layer.keys[source[i], :, -length:] for layer in cache.layers],
+                [layer.values[source[i], :, -length:] for layer in cache.layers],
                 self._version,
             )
 
@@ -194,7 +201,8 @@ class ContinuousBatcher:
         if not keep:
             return
         index = torch.tensor(keep, dtype=torch.long)
-        layer_kv = [(layer.keys[index], layer.values[index]) for layer in cache.layers]
+        cache_rows = torch.tensor([source[i] for i in keep], dtype=torch.long)
+        layer_kv = [(layer.keys[cache_rows], layer.values[cache_rows]) for layer in cache.layers]
         self.buffer.add_rows(layer_kv, [len(group[i].prompt_ids) for i in keep])
         first = len(self.running)
         rows = slice(first, first + len(keep))

@@ -10,7 +10,9 @@ Sharing weights with the trainer (colocated mode): the engine holds the very mod
 transformers model or a peft `PeftModel`, whose active adapter is then used); it never copies parameters, so there
 is no weight sync step and generation always uses the current weights. The two take turns: while the engine has
 work it puts the module in eval mode and runs every forward under `torch.no_grad()` on its own thread, and when
-the batch drains it restores the module's previous train/eval mode. The trainer must not update the weights while
+the batch drains it restores the module's previous train/eval mode. With a peft LoRA adapter, the engine decodes
+with the adapter folded into copies of the base weights while it is busy (`lora_merge`) and puts the module's own
+weights back when the batch drains. The trainer must not update the weights while
 a generation is in flight; `await engine.sleep()` waits for the in-flight requests to finish and then refuses new
 ones until `await engine.wake_up()`, which makes that hand-over explicit.
 
@@ -47,6 +49,8 @@ from skyrl_train.inference_engines.base import (
     prompt_token_ids,
 )
 from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request
+from skyrl_train.inference_engines.lora_merge import MergedLoRA
+from skyrl_train.utils.memory import release_free_memory
 from skyrl_train.weight_sync import (
     BroadcastWeightUpdateRequest,
     CudaIpcWeightUpdateRequest,
@@ -74,6 +78,11 @@ class HFInferenceEngine(InferenceEngineInterface):
         seed: seed of the engine generator, used by requests without their own `seed`; None draws a random one.
         prefix_cache_bytes: memory for cached prefix KV (least recently used entries go first); 0 turns prefix
             caching off.
+        num_threads: torch intra-op threads of the scheduler thread (where every forward pass runs); None keeps
+            torch's default. The setting is per thread: the caller's thread count is not changed.
+        merge_lora: while the engine is busy, fold a peft LoRA adapter into copies of the base weights (`MergedLoRA`:
+            one matmul per layer instead of four extra small ops; the module's own weights are put back when the
+            batch drains). False computes the adapter branch at every step.
 
     `SamplingParams.additional_kwargs` understood here: `ignore_eos` (bool: keep generating after EOS, until
     `max_generate_length` or a stop string). Other keys are meant for other backends and are ignored.
@@ -87,9 +96,16 @@ class HFInferenceEngine(InferenceEngineInterface):
         max_prefill_tokens: int = 8192,
         seed: int | None = None,
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+        num_threads: int | None = None,
+        merge_lora: bool = True,
     ):
         if max_num_seqs < 1 or max_prefill_tokens < 1:
             raise ValueError("max_num_seqs and max_prefill_tokens must be >= 1")
+        if num_threads is not None and num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1 or None, got {num_threads}")
+        self.num_threads = num_threads
+        self.merge_lora = merge_lora
+        self._folded: MergedLoRA | None = None
         config = model.config
         probe = DynamicCache(config=config)
         if any(probe.is_sliding) or any(probe.is_linear):
@@ -177,7 +193,8 @@ class HFInferenceEngine(InferenceEngineInterface):
 
     async def sleep(self) -> None:
         """Wait until no request is in flight, then refuse new ones until `wake_up` (the trainer's turn, when the
-        weights may change). Drops the prefix cache; the running batch's KV is already freed when it is empty."""
+        weights may change). Drops the prefix cache (the running batch's KV is already freed when it is empty) and
+        returns the freed memory to the OS (`release_free_memory`)."""
         await asyncio.to_thread(self._wait_idle_and_sleep)
 
     async def reset_prefix_cache(self) -> None:
@@ -338,10 +355,13 @@ class HFInferenceEngine(InferenceEngineInterface):
             self._asleep = True
             # The scheduler thread is parked (idle) or gone, so the cache has no other user right now.
             self._batcher.prefix_cache.clear()
+            release_free_memory()  # what the scheduler thread freed stays in its malloc arena otherwise
 
     # -- scheduler thread -----------------------------------------------------------------------------------------
 
     def _serve(self) -> None:
+        if self.num_threads is not None:
+            torch.set_num_threads(self.num_threads)
         batcher = self._batcher
         restore_training: bool | None = None
         try:
@@ -349,6 +369,7 @@ class HFInferenceEngine(InferenceEngineInterface):
                 with self._cond:
                     if not (self._inbox or self._abort_requested or self._stopping or batcher.has_work()):
                         if restore_training is not None:
+                            self._unfold_lora()
                             self.model.train(restore_training)
                             restore_training = None
                         self._idle = True
@@ -365,6 +386,8 @@ class HFInferenceEngine(InferenceEngineInterface):
                 if restore_training is None:
                     restore_training = self.model.training
                     self.model.eval()
+                    if self.merge_lora:
+                        self._folded = MergedLoRA(self.model)
                 batcher.submit(incoming)
                 try:
                     if abort:
@@ -384,7 +407,13 @@ class HFInferenceEngine(InferenceEngineInterface):
             raise
         finally:
             if restore_training is not None:
+                self._unfold_lora()
                 self.model.train(restore_training)
+
+    def _unfold_lora(self) -> None:
+        if self._folded is not None:
+            self._folded.restore()
+            self._folded = None
 
 
 def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future, request: Request, error: BaseException | None):

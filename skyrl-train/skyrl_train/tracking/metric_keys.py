@@ -59,6 +59,7 @@ PLOT_SPECS: tuple[PlotSpec, ...] = (
     PlotSpec("kl", "KL divergence", "KL", r"(.*[/_])?kl([/_].*)?", exclude=r".*coef.*"),
     PlotSpec("timing", "Time per phase", "seconds", r"timing/.+", exclude=_THROUGHPUT, summarize=False),
     PlotSpec("throughput", "Throughput", "tokens / s", _THROUGHPUT, best="max"),
+    PlotSpec("memory", "Resident memory of the training process", "GB", r"memory/(peak_rss|rss)_gb", summarize=False),
 )
 
 # The summary's before/after table comes from these plots (eval/<data_source>/<metric> keys).

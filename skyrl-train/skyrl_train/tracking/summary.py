@@ -54,6 +54,7 @@ def summarize(history: MetricsHistory) -> dict[str, Any]:
         evals.append({"data_source": data_source, "metric": metric, "before": before, "after": after, "change": change})
     times = history.timestamps
     return {
+        "memory": _memory(history),
         "steps_run": len(train_steps),
         "first_step": train_steps[0] if train_steps else None,
         "last_step": train_steps[-1] if train_steps else None,
@@ -64,6 +65,20 @@ def summarize(history: MetricsHistory) -> dict[str, Any]:
         "main_metrics": main,
         "eval_before_after": evals,
         "eval_curves": _eval_curves(history, eval_keys),
+    }
+
+
+def _memory(history: MetricsHistory) -> dict[str, Any] | None:
+    """The highest `memory/peak_rss_gb` and its step, and `memory/rss_gb` at the first and last logged steps."""
+    peaks = [(v, s) for s, v in zip(*history.series("memory/peak_rss_gb"), strict=True) if math.isfinite(v)]
+    if not peaks:
+        return None
+    value, step = max(peaks, key=lambda p: (p[0], -p[1]))
+    rss = [(s, v) for s, v in zip(*history.series("memory/rss_gb"), strict=True) if math.isfinite(v)]
+    return {
+        "peak_rss_gb": {"step": step, "value": value},
+        "rss_gb_first": None if not rss else {"step": rss[0][0], "value": rss[0][1]},
+        "rss_gb_last": None if not rss else {"step": rss[-1][0], "value": rss[-1][1]},
     }
 
 
@@ -101,6 +116,15 @@ def render_markdown(summary: dict[str, Any], title: str) -> str:
         + (f" (steps {summary['first_step']} to {summary['last_step']})" if summary["steps_run"] else ""),
         f"- Total time: {_fmt(times['wall_clock'])} s wall clock (first to last log); "
         f"{_fmt(times['sum_of_timing_step'])} s summed over `timing/step`",
+    ]
+    memory = summary.get("memory")
+    if memory is not None:
+        lines.append(
+            f"- Peak RSS: {_fmt(memory['peak_rss_gb']['value'])} GB (step {memory['peak_rss_gb']['step']}; "
+            f"`memory/peak_rss_gb`); RSS after a step: {_fmt_point(memory['rss_gb_first'])} first, "
+            f"{_fmt_point(memory['rss_gb_last'])} last (`memory/rss_gb`)"
+        )
+    lines += [
         "",
         "## Main metrics",
         "",

@@ -33,6 +33,8 @@ from torch import nn
 
 from skyrl_train.algorithms import compute_entropy
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.workers.packing import packed_logits
+from skyrl_train.workers.shared_prefix import SharedPrefix, has_active_dropout, shared_prefix_length
 
 __all__ = [
     "effective_temperature",
@@ -41,8 +43,10 @@ __all__ = [
     "position_ids_from_attention_mask",
     "response_logprobs",
     "batched_response_logprobs",
+    "batch_prefix",
     "trim_padding",
     "pad_response",
+    "shared_prefix_length",
 ]
 
 
@@ -95,6 +99,8 @@ def response_logprobs(
     with_entropy: bool = False,
     entropy_grad: bool = True,
     share_prefix: bool = True,
+    pack: bool = False,
+    prefix: SharedPrefix | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logprobs ``[B, R]`` of the last ``R = response_length`` tokens of ``sequences`` under ``model``.
 
@@ -102,35 +108,50 @@ def response_logprobs(
     next-token distributions (at the same temperature); ``entropy_grad=False`` computes it without building
     a graph through the vocabulary softmax (for a metric only). Both are 0 on response padding.
     ``share_prefix=False`` runs every row through the whole model even when the rows share a prompt prefix.
+    ``pack=True`` runs the rows as one packed row without padding (`skyrl_train.workers.packing`); each row's real
+    tokens must then be contiguous. ``prefix``: a prefix every row starts with, already computed (e.g. once for all
+    micro-batches of a mini-batch); it must end before each row's last prompt token.
     """
     seqs, mask, kept = trim_padding(sequences, attention_mask, response_length)
     batch_size = sequences.shape[0]
     if kept == 0:
         zeros = sequences.new_zeros((batch_size, response_length), dtype=torch.float32)
         return zeros, (zeros.clone() if with_entropy else None)
-    logits = _last_logits(model, seqs, mask, kept + 1, share_prefix)[:, :-1, :]
+    if prefix is None and share_prefix:
+        prefix = SharedPrefix.of_rows(model, seqs, mask, kept + 1)
+    if pack:
+        logits, rows, columns = packed_logits(model, seqs, mask, kept, prefix)
+        targets, response_mask = seqs[:, -kept:][rows, columns], None
+    else:
+        logits = _last_logits(model, seqs, mask, kept + 1, prefix)[:, :-1, :]
+        targets, response_mask = seqs[:, -kept:], mask[:, -kept:]
     if logits.dtype != torch.float32:
         logits = logits.float()
     temp = effective_temperature(temperature)
     if temp != 1.0:
         logits = logits / temp if logits.requires_grad else logits.div_(temp)
-    targets = seqs[:, -kept:]
-    response_mask = mask[:, -kept:].to(logits.dtype)
-    token_logits = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    logprobs = (token_logits - torch.logsumexp(logits, dim=-1)) * response_mask
+    logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
     entropy = None
     if with_entropy:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = pad_response(compute_entropy(logits, response_mask), response_length)
-    return pad_response(logprobs, response_length), entropy
+            entropy = compute_entropy(logits, response_mask)
+    if pack:  # back from the real response tokens to the [B, kept] grid
+        grid = logprobs.new_zeros((batch_size, kept))
+        logprobs = grid.index_put((rows, columns), logprobs)
+        entropy = None if entropy is None else grid.index_put((rows, columns), entropy)
+    else:
+        logprobs = logprobs * response_mask.to(logprobs.dtype)
+    return pad_response(logprobs, response_length), (
+        None if entropy is None else pad_response(entropy, response_length)
+    )
 
 
 def _last_logits(
-    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, share_prefix: bool
+    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, prefix: SharedPrefix | None
 ) -> torch.Tensor:
-    """Logits of the last `keep` columns of left-padded `seqs`, computing a prefix all rows share only once."""
-    shared = shared_prefix_length(seqs, mask, seqs.shape[1] - keep) if share_prefix else 0
-    if shared < _MIN_SHARED_PREFIX or seqs.shape[0] < 2 or getattr(model, "is_activation_checkpointing", False):
+    """Logits of the last `keep` columns of left-padded `seqs`, reading the tokens of `prefix` (which every row
+    starts with) from its cache instead of computing them."""
+    if prefix is None:
         return model(
             input_ids=seqs,
             attention_mask=mask,
@@ -138,14 +159,8 @@ def _last_logits(
             use_cache=False,
             logits_to_keep=keep,
         ).logits
-    rows = seqs.shape[0]
+    rows, shared = seqs.shape[0], prefix.length
     starts = mask.long().argmax(dim=1)
-    first = int(starts[0])
-    prefix = seqs[:1, first : first + shared]
-    past = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
-    for layer in past.layers:
-        layer.keys = layer.keys.expand(rows, -1, -1, -1)
-        layer.values = layer.values.expand(rows, -1, -1, -1)
     # Row i's prefix ends at column starts[i] + shared; its own tokens follow. Cut every row at the earliest such
     # end and hide the prefix tokens of rows whose prefix ends later (they are in the cache already).
     cut = int(starts.min()) + shared
@@ -155,41 +170,10 @@ def _last_logits(
         input_ids=seqs[:, cut:],
         attention_mask=torch.cat([own.new_ones(rows, shared), own], dim=1),
         position_ids=positions,
-        past_key_values=past,
+        past_key_values=prefix.cache(rows),
         use_cache=True,
         logits_to_keep=keep,
     ).logits
-
-
-def shared_prefix_length(seqs: torch.Tensor, mask: torch.Tensor, end: int) -> int:
-    """How many leading real tokens all rows of left-padded `seqs` have in common, counting only tokens before
-    column `end` in every row (so that columns from `end` on hold each row's own tokens)."""
-    if not bool(mask.any(dim=1).all()):
-        return 0
-    starts = mask.long().argmax(dim=1)
-    span = end - int(starts.max())
-    if span <= 0:
-        return 0
-    tokens = seqs.gather(1, starts[:, None] + torch.arange(span, device=seqs.device)[None, :])
-    differs = (tokens != tokens[:1]).any(dim=0)
-    return int(differs.long().argmax()) if bool(differs.any()) else span
-
-
-_MIN_SHARED_PREFIX = 32
-"""Shortest shared prefix (tokens) worth a forward pass of its own."""
-
-
-def has_active_dropout(model: nn.Module) -> bool:
-    """Whether ``model``'s training-mode forward is random: a dropout module with ``p > 0`` (peft's LoRA dropout) or
-    a dropout probability > 0 in its config (transformers applies attention dropout without a module)."""
-    if any(isinstance(module, nn.Dropout) and module.p > 0 for module in model.modules()):
-        return True
-    config = getattr(model, "config", None)
-    settings = config.to_dict() if config is not None else {}
-    return any(
-        ("dropout" in key or "pdrop" in key) and type(value) in (int, float) and value > 0
-        for key, value in settings.items()
-    )
 
 
 @contextmanager
@@ -203,19 +187,36 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
+def batch_prefix(model: nn.Module, batch: TrainingInputBatch, for_micro_batches: bool = False) -> SharedPrefix | None:
+    """The prefix every row of ``batch`` shares before its last prompt token (`SharedPrefix.of_rows`), computed now;
+    None when there is none worth sharing."""
+    seqs, mask, kept = trim_padding(batch["sequences"], batch["attention_mask"], batch["response_mask"].shape[1])
+    return SharedPrefix.of_rows(model, seqs, mask, kept + 1, for_micro_batches) if kept else None
+
+
 @torch.no_grad()
 def batched_response_logprobs(
-    model: nn.Module, batch: TrainingInputBatch, micro_batch_size: int, temperature: float
+    model: nn.Module, batch: TrainingInputBatch, micro_batch_size: int, temperature: float, pack: bool = False
 ) -> torch.Tensor:
-    """``response_logprobs`` over a whole batch in micro-batches, in eval mode, without grad.
+    """``response_logprobs`` over a whole batch in micro-batches (each packed with ``pack``, and then a prefix all rows
+    share computed once for all micro-batches), in eval mode, without grad.
 
     The response length ``R`` is the width of ``batch["response_mask"]``. Returns ``[B, R]`` float32 on the
     batch's device.
     """
     response_length = batch["response_mask"].shape[1]
     with eval_mode(model):
+        prefix = batch_prefix(model, batch) if pack else None
         chunks = [
-            response_logprobs(model, micro["sequences"], micro["attention_mask"], response_length, temperature)[0]
+            response_logprobs(
+                model,
+                micro["sequences"],
+                micro["attention_mask"],
+                response_length,
+                temperature,
+                pack=pack,
+                prefix=prefix,
+            )[0]
             for micro in batch.chunk(micro_batch_size)
         ]
     return torch.cat(chunks)

@@ -55,8 +55,14 @@ from skyrl_train.algorithms.off_policy import OffPolicyStats, correction_factor,
 from skyrl_train.algorithms.policy_losses import LOG_RATIO_CLAMP
 from skyrl_train.models import load_causal_lm
 from skyrl_train.training_batch import TrainingInputBatch
-from skyrl_train.workers.forward import batched_response_logprobs, has_active_dropout, response_logprobs
+from skyrl_train.workers.forward import (
+    batch_prefix,
+    batched_response_logprobs,
+    has_active_dropout,
+    response_logprobs,
+)
 from skyrl_train.workers.metrics import rollout_train_logprob_diff
+from skyrl_train.workers.shared_prefix import SharedPrefix
 from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, apply_lora, enable_gradient_checkpointing
 
 if TYPE_CHECKING:
@@ -83,6 +89,9 @@ class PolicyWorker(TrainableWorker):
         num_training_steps: optimizer steps of the whole run, for schedulers that decay (upstream: total steps ×
             mini-batches per batch × update epochs).
         gradient_checkpointing, gradient_checkpointing_use_reentrant: ``trainer.gradient_checkpointing*``.
+        sample_packing: ``trainer.use_sample_packing``: each micro-batch's rows go through the model packed into one
+            row without padding (`skyrl_train.workers.packing`), in the update and the old-logprob passes; a prefix
+            all rows of a mini-batch share is then computed once for all its micro-batches (`SharedPrefix`).
     """
 
     metric_prefix = "policy/"
@@ -101,6 +110,7 @@ class PolicyWorker(TrainableWorker):
         gradient_checkpointing_use_reentrant: bool = False,
         dtype: str | torch.dtype = "float32",
         device: str | torch.device = "cpu",
+        sample_packing: bool = False,
     ):
         model_path = policy_config.model.path
         if not model_path:
@@ -114,6 +124,9 @@ class PolicyWorker(TrainableWorker):
         super().__init__(model, model_path, policy_config.optimizer_config, num_training_steps)
         self.algorithm_config = algorithm_config
         self.temperature = temperature
+        self.sample_packing = sample_packing
+        self._mini_batch_prefix: SharedPrefix | None = None
+        """While `forward_backward` runs with sample packing: the mini-batch's shared prefix, or None."""
         self.policy_loss_fn = PolicyLossRegistry.get(algorithm_config.policy_loss_type)
         self.corrects_off_policy = algorithm_config.off_policy_correction.enabled()
         """Whether the per-token policy loss is corrected with the rollout logprobs (``algorithms.off_policy``)."""
@@ -125,7 +138,24 @@ class PolicyWorker(TrainableWorker):
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         """Logprobs ``[B, R]`` of the response tokens under the current weights (no grad, eval mode): the "old"
         logprobs (``action_log_probs``) of a PPO update."""
-        return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature)
+        return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature, self.sample_packing)
+
+    def forward_backward(self, mini_batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """See `TrainableWorker.forward_backward`. With sample packing, a prefix all rows of the mini-batch share is
+        computed once for all micro-batches; each micro-batch's backward stops at its keys and values, and the summed
+        gradient goes through the prefix's layers once at the end (`SharedPrefix`, ``for_micro_batches``): the same
+        gradient as computing it per micro-batch."""
+        if not (self.sample_packing and self._share_prefix_in_update):
+            return super().forward_backward(mini_batch, micro_batch_size)
+        self.model.train()
+        self._mini_batch_prefix = batch_prefix(self.model, mini_batch, for_micro_batches=True)
+        try:
+            metrics = super().forward_backward(mini_batch, micro_batch_size)
+            if self._mini_batch_prefix is not None:
+                self._mini_batch_prefix.backward()
+            return metrics
+        finally:
+            self._mini_batch_prefix = None
 
     # ----------------------------------------------------------------------------------------- loss
 
@@ -150,6 +180,8 @@ class PolicyWorker(TrainableWorker):
             with_entropy=True,
             entropy_grad=algo.use_entropy_loss,
             share_prefix=self._share_prefix_in_update,
+            pack=self.sample_packing,
+            prefix=self._mini_batch_prefix,
         )
         old_logprobs = micro_batch["action_log_probs"]
         if self._old_logprobs_from_forward:

@@ -28,10 +28,14 @@ class RefWorker:
     """Logprobs of a frozen reference model. Build it with ``for_policy`` (the usual way), ``from_pretrained``
     or ``sharing_policy``."""
 
-    def __init__(self, model: nn.Module, temperature: float = 1.0, *, disable_adapter: bool = False):
+    def __init__(
+        self, model: nn.Module, temperature: float = 1.0, *, disable_adapter: bool = False, sample_packing: bool = False
+    ):
         self.model = model
         self.temperature = temperature
         self.disable_adapter = disable_adapter
+        self.sample_packing = sample_packing
+        """Pack each micro-batch's rows without padding in the forward passes (``trainer.use_sample_packing``)."""
 
     @classmethod
     def from_pretrained(
@@ -42,23 +46,24 @@ class RefWorker:
         dtype: str | torch.dtype = "float32",
         device: str | torch.device = "cpu",
         model_config_kwargs: dict[str, Any] | None = None,
+        sample_packing: bool = False,
     ) -> RefWorker:
         """A separate frozen copy of ``model_path``."""
         model = load_causal_lm(model_path, dtype, device, **dict(model_config_kwargs or {}))
         model.requires_grad_(False)
-        return cls(model.eval(), temperature)
+        return cls(model.eval(), temperature, sample_packing=sample_packing)
 
     @classmethod
     def sharing_policy(cls, policy: PolicyWorker) -> RefWorker:
         """The LoRA policy's module with its adapter disabled during reference forward passes."""
         if not policy.uses_lora:
             raise ValueError("sharing_policy needs a LoRA policy; without LoRA the policy's weights change")
-        return cls(policy.model, policy.temperature, disable_adapter=True)
+        return cls(policy.model, policy.temperature, disable_adapter=True, sample_packing=policy.sample_packing)
 
     @classmethod
     def for_policy(cls, policy: PolicyWorker, ref_config: RefConfig) -> RefWorker:
         """``sharing_policy`` for a LoRA policy, else ``from_pretrained(ref.model.path)`` (the policy's path if
-        unset), with the policy's temperature, dtype and device.
+        unset), with the policy's temperature, sample packing, dtype and device.
 
         Raises:
             ValueError: LoRA with a ``ref.model.path`` other than the policy's (the disabled-adapter reference is
@@ -79,12 +84,14 @@ class RefWorker:
             dtype=param.dtype,
             device=param.device,
             model_config_kwargs=ref_config.model_config_kwargs,
+            sample_packing=policy.sample_packing,
         )
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         """Reference logprobs ``[B, R]`` of the response tokens (no grad). With the policy's adapter disabled, the
         shared module computes with other weights meanwhile, so its ``WeightVersion`` changes around the pass."""
+        args = (self.model, batch, micro_batch_size, self.temperature, self.sample_packing)
         if not self.disable_adapter:
-            return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature)
+            return batched_response_logprobs(*args)
         with self.model.disable_adapter(), WeightVersion.of(self.model).changed():
-            return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature)
+            return batched_response_logprobs(*args)

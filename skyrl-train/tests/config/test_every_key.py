@@ -271,6 +271,9 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
         "skyrl-train/tests/dataset/test_dataloader.py::test_a_different_seed_gives_a_different_order"
     ),
     "trainer.bf16": ShownBy(_WORKERS),
+    "trainer.cpu_threads": ShownBy(
+        "skyrl-train/tests/config/test_key_effects.py::test_cpu_threads_is_the_thread_count_of_the_engines_forward_passes"
+    ),
     "trainer.max_prompt_length": ShownBy(
         "skyrl-train/tests/dataset/test_dataset.py::test_prompt_one_token_over_max_prompt_length_is_dropped"
     ),
@@ -382,7 +385,9 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.policy.sequence_parallel_size": Refused("2"),
     "trainer.ref.sequence_parallel_size": Refused("2"),
     "trainer.critic.sequence_parallel_size": Refused("2"),
-    "trainer.use_sample_packing": Refused("true"),
+    "trainer.use_sample_packing": ShownBy(
+        "skyrl-train/tests/config/test_key_effects.py::test_sample_packing_runs_the_policy_and_ref_forwards_as_one_unpadded_row"
+    ),
     "trainer.flash_attn": Refused("true"),
     "trainer.policy.use_torch_compile": Refused("true"),
     "trainer.policy.record_memory": Refused("true"),

@@ -28,6 +28,7 @@ from skyrl_train.inference_engines.base import SamplingParams
 from skyrl_train.models import load_causal_lm, load_tokenizer
 from skyrl_train.storage.settings import S3Settings
 from skyrl_train.testing import tiny_model_path
+from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
 
@@ -179,6 +180,45 @@ def test_prefix_caching_and_max_num_seqs_configure_the_engine(tiny, tmp_path, ca
     stats = engine.stats
     assert stats.max_batch_size == 2  # five requests, at most two decoded together
     assert (stats.cached_prompt_tokens > 0) == caching
+
+
+@pytest.mark.parametrize("packing", [True, False])
+def test_sample_packing_runs_the_policy_and_ref_forwards_as_one_unpadded_row(tiny, tmp_path, packing):
+    exp = experiment(tiny, tmp_path, f"trainer.use_sample_packing={packing}", "trainer.algorithm.use_kl_loss=true")
+    policy, ref, _ = exp.get_workers(10)
+    batch = TrainingInputBatch(
+        {
+            "sequences": torch.tensor([[0, 5, 6, 7, 8], [9, 10, 11, 12, 0]]),
+            "attention_mask": torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 1, 0]]),
+            "response_mask": torch.tensor([[1, 1], [1, 0]]),
+        }
+    )
+    shapes = []
+    for model in (policy.model, ref.model):  # full fine-tuning: the ref is a model of its own
+        model.register_forward_pre_hook(
+            lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+        )
+    policy.compute_logprobs(batch, micro_batch_size=2)
+    ref.compute_logprobs(batch, micro_batch_size=2)
+    assert shapes == ([(1, 8), (1, 8)] if packing else [(2, 5), (2, 5)])
+
+
+def test_cpu_threads_is_the_thread_count_of_the_engines_forward_passes(tiny, tmp_path):
+    exp = experiment(tiny, tmp_path, "trainer.cpu_threads=1")
+    policy, _, _ = exp.get_workers(10)
+    engine = exp.get_inference_engine(policy, exp.get_tokenizer())
+    seen = []
+    policy.model.register_forward_pre_hook(lambda module, args: seen.append(torch.get_num_threads()))
+
+    async def generate():
+        await engine.wake_up()
+        await engine.generate(
+            {"prompt_token_ids": [[5, 6, 7]], "sampling_params": SamplingParams(temperature=0.0, max_generate_length=2)}
+        )
+        await engine.teardown()
+
+    asyncio.run(generate())
+    assert seen == [1, 1]
 
 
 def test_http_endpoint_host_is_where_the_endpoint_listens(tiny, tmp_path):

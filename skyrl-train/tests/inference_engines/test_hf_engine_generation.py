@@ -229,16 +229,28 @@ async def test_a_group_prefills_its_shared_prefix_once_and_generates_what_each_p
     prompts = [questions[0], questions[0], questions[1], questions[1]]
     shared = next(i for i, (a, b) in enumerate(zip(*questions, strict=True)) if a != b)
     output = await engine.generate({"prompt_token_ids": prompts, "sampling_params": greedy(8, ignore_eos=True)})
-    assert engine.stats.prefill_forward_passes == 2  # the shared prefix, then the four tails
-    assert engine.stats.cached_prompt_tokens == 4 * shared
+    assert engine.stats.prefill_forward_passes == 2  # the shared prefix, then the two distinct tails
+    # Each distinct prompt reuses the cached shared prefix; each duplicate takes its twin's whole KV.
+    assert engine.stats.cached_prompt_tokens == 2 * shared + 2 * len(questions[0])
     assert engine.stats.prompt_tokens == 4 * len(questions[0])
-    assert engine.stats.prefilled_tokens == shared + 4 * (len(questions[0]) - shared)
+    assert engine.stats.prefilled_tokens == shared + 2 * (len(questions[0]) - shared)
     for prompt, response, logprobs in zip(prompts, output["response_ids"], output["response_logprobs"], strict=True):
         expected = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=8, min_new_tokens=8, do_sample=False)
         assert response == expected[0, len(prompt) :].tolist()
         assert_logprobs_match_full_forward(
             model, prompt, {"response_ids": response, "response_logprobs": logprobs}, temperature=1.0
         )
+
+
+async def test_identical_prompts_are_prefilled_once_and_each_samples_its_own_tokens(any_engine, tiny_tokenizer):
+    engine = any_engine
+    prompt = token_ids(tiny_tokenizer, PROMPTS[3])
+    sampling = SamplingParams(temperature=1.0, max_generate_length=12, additional_kwargs={"ignore_eos": True})
+    output = await engine.generate({"prompt_token_ids": [prompt] * 4, "sampling_params": sampling})
+    assert engine.stats.prefill_forward_passes == 1
+    assert engine.stats.prefilled_tokens == len(prompt)
+    assert engine.stats.cached_prompt_tokens == 3 * len(prompt)
+    assert len({tuple(ids) for ids in output["response_ids"]}) > 1  # the samples still differ
 
 
 async def test_a_prefill_group_mixing_a_cache_hit_and_a_miss_generates_what_each_prompt_alone_would(

@@ -121,3 +121,17 @@ async def test_an_out_of_vocabulary_prompt_fails_its_own_call_before_reaching_th
     with pytest.raises(ValueError, match=r"\[0, 49152\)"):
         await engine.generate({"prompt_token_ids": [[1, 49152]], "sampling_params": greedy(2)})
     assert engine.stats.forward_passes == 0
+
+
+async def test_forward_passes_run_with_num_threads_and_the_caller_keeps_its_own(model, tiny_tokenizer):
+    caller_threads = torch.get_num_threads()
+    engine = HFInferenceEngine(model, tiny_tokenizer, num_threads=1)
+    seen = []
+    handle = model.register_forward_pre_hook(lambda module, args: seen.append(torch.get_num_threads()))
+    try:
+        await engine.generate({"prompt_token_ids": [PROMPT], "sampling_params": greedy(2)})
+    finally:
+        handle.remove()
+        await engine.teardown()
+    assert seen == [1, 1]
+    assert torch.get_num_threads() == caller_threads

@@ -20,8 +20,14 @@ LINES = [
             "timing/step": 10.0,
             "timing/generate": 6.0,
             "timing/generate_tokens_per_s": 50.0 * s,
+            "memory/peak_rss_gb": peak,
+            "memory/rss_gb": rss,
         }
-        for s, r, p, n, kl in [(1, 0.1, 0.25, 120, 0.0), (2, 0.4, 0.5, 100, 0.01), (3, 0.3, 0.75, 90, 0.02)]
+        for s, r, p, n, kl, peak, rss in [
+            (1, 0.1, 0.25, 120, 0.0, 3.1, 2.5),
+            (2, 0.4, 0.5, 100, 0.01, 3.4, 2.6),
+            (3, 0.3, 0.75, 90, 0.02, 3.2, 2.7),
+        ]
     ],
     {"step": 3, "timestamp": 135.0, "eval/all/avg_score": 0.45, "eval/gsm8k/avg_score": 0.6, "eval/mcp/avg_score": 0.3},
 ]
@@ -34,7 +40,7 @@ def _write(path, lines, tail=""):
 
 def test_every_plot_family_is_written_as_a_png(tmp_path):
     write_report(_write(tmp_path / "metrics.jsonl", LINES), tmp_path / "report")
-    expected = ["eval_score", "kl", "response_length", "reward", "throughput", "timing"]
+    expected = ["eval_score", "kl", "memory", "response_length", "reward", "throughput", "timing"]
     assert sorted(p.stem for p in (tmp_path / "report").glob("*.png")) == expected
     for name in expected:
         data = (tmp_path / "report" / f"{name}.png").read_bytes()
@@ -67,6 +73,26 @@ def test_summary_markdown_shows_eval_before_and_after_per_data_source(tmp_path):
     assert "| `reward/avg_raw_reward` | 0.1 (step 1) | 0.3 (step 3) | 0.4 (step 2), max |" in markdown
 
 
+def test_summary_shows_the_highest_step_peak_rss_and_the_rss_after_the_first_and_last_steps(tmp_path):
+    summary = write_report(_write(tmp_path / "metrics.jsonl", LINES), tmp_path / "report")
+    assert summary["memory"] == {
+        "peak_rss_gb": {"step": 2, "value": 3.4},
+        "rss_gb_first": {"step": 1, "value": 2.5},
+        "rss_gb_last": {"step": 3, "value": 2.7},
+    }
+    markdown = (tmp_path / "report" / "summary.md").read_text()
+    assert (
+        "- Peak RSS: 3.4 GB (step 2; `memory/peak_rss_gb`); RSS after a step: 2.5 (step 1) first, 2.7 (step 3) last"
+    ) in markdown
+
+
+def test_a_run_without_memory_metrics_has_no_peak_rss_line(tmp_path):
+    lines = [{k: v for k, v in line.items() if not k.startswith("memory/")} for line in LINES]
+    summary = write_report(_write(tmp_path / "metrics.jsonl", lines), tmp_path / "report")
+    assert summary["memory"] is None
+    assert "Peak RSS" not in (tmp_path / "report" / "summary.md").read_text()
+
+
 def test_missing_keys_skip_their_plots_with_a_note(tmp_path):
     lines = [{"step": s, "timestamp": float(s), "reward/avg_raw_reward": 0.1 * s} for s in (1, 2)]
     summary = write_report(_write(tmp_path / "metrics.jsonl", lines), tmp_path / "report")
@@ -96,7 +122,7 @@ def test_cli_writes_the_report_into_the_run_folder(tmp_path, capsys):
     _write(tmp_path / "metrics.jsonl", LINES)
     assert main([str(tmp_path)]) == 0
     assert (tmp_path / "report" / "summary.md").is_file()
-    assert capsys.readouterr().out == f"report for 3 steps written to {tmp_path / 'report'} (6 plots)\n"
+    assert capsys.readouterr().out == f"report for 3 steps written to {tmp_path / 'report'} (7 plots)\n"
 
 
 def test_cli_without_a_metrics_file_fails_with_a_message(tmp_path, capsys):

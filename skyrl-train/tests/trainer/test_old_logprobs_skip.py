@@ -20,8 +20,16 @@ PHASE = "timing/fwd_logprobs_values_reward"
     [
         ((), False),  # full fine-tuning, nothing else to compute before the update
         (("trainer.policy.model.lora.rank=8", "trainer.algorithm.use_kl_loss=true"), True),  # LoRA, ref logprobs
+        (  # every forward packed without padding, the mini-batch's shared prefix once for its micro-batches
+            (
+                "trainer.policy.model.lora.rank=8",
+                "trainer.algorithm.use_kl_loss=true",
+                "trainer.use_sample_packing=true",
+            ),
+            True,
+        ),
     ],
-    ids=["full", "lora-with-ref"],
+    ids=["full", "lora-with-ref", "lora-with-ref-packed"],
 )
 def test_skipping_the_old_logprob_forward_gives_the_same_step(
     run_one_step, replay, max_relative_difference, monkeypatch, overrides, phase_runs

@@ -77,8 +77,8 @@ def algorithm_config(**overrides) -> AlgorithmConfig:
 @pytest.fixture
 def build_policy(model_path: str):
     """``build_policy(lora_rank=0, lora_dropout=0.0, lr=1e-3, optimizer=None, temperature=1.0,
-    num_training_steps=None, gradient_checkpointing=None, **algorithm) -> PolicyWorker``; ``gradient_checkpointing``
-    is None (off) or ``"reentrant"`` / ``"non_reentrant"``."""
+    num_training_steps=None, gradient_checkpointing=None, sample_packing=False, **algorithm) -> PolicyWorker``;
+    ``gradient_checkpointing`` is None (off) or ``"reentrant"`` / ``"non_reentrant"``."""
 
     def build(
         *,
@@ -89,6 +89,7 @@ def build_policy(model_path: str):
         temperature: float = 1.0,
         num_training_steps: int | None = None,
         gradient_checkpointing: str | None = None,
+        sample_packing: bool = False,
         **algorithm,
     ) -> PolicyWorker:
         return PolicyWorker(
@@ -98,6 +99,7 @@ def build_policy(model_path: str):
             num_training_steps=num_training_steps,
             gradient_checkpointing=gradient_checkpointing is not None,
             gradient_checkpointing_use_reentrant=gradient_checkpointing == "reentrant",
+            sample_packing=sample_packing,
         )
 
     return build

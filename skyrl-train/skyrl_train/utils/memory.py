@@ -1,0 +1,87 @@
+"""Resident memory of this process: the per-step memory metrics (Linux: read from /proc), and giving freed memory back.
+
+`PeakRSS` measures the peak resident set size of each step: the kernel keeps a high-water mark of the process's RSS
+(``VmHWM``), and writing ``5`` to ``/proc/self/clear_refs`` sets it back to the current RSS, so reading the mark at
+the end of a step and resetting it gives the step's own peak, spikes between samples included.
+
+`release_free_memory` matters because generation and training run on different threads: glibc's malloc gives each
+thread its own arena and keeps freed blocks in it, so the memory the engine's thread freed (prefix cache, KV buffers,
+logits) stays resident while the training thread allocates its activations elsewhere, and the two phases' peaks add
+up. ``malloc_trim(0)`` hands every arena's free pages back to the kernel between the phases.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import logging
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+GB = 1e9
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def rss_bytes() -> tuple[int, int]:
+    """(current RSS, RSS high-water mark) of this process in bytes."""
+    fields = {}
+    for line in _STATUS.read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) * 1024  # reported in kB
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+class PeakRSS:
+    """Per-interval peak RSS. `start()` begins an interval; `metrics()` ends it and starts the next.
+
+    Where the high-water mark cannot be reset (no /proc, or clear_refs not writable) it says so once in a warning
+    and reports only the current RSS, never a lifetime peak under the per-interval name.
+    """
+
+    def __init__(self):
+        self.resettable = _STATUS.exists()
+        if not self.resettable:
+            logger.warning("no /proc/self/status: memory metrics are not logged")
+
+    def start(self) -> None:
+        if not self.resettable:
+            return
+        try:
+            _CLEAR_REFS.write_text("5")
+        except OSError as error:
+            self.resettable = False
+            logger.warning("cannot reset the RSS high-water mark (%s): memory/peak_rss_gb is not logged", error)
+
+    def metrics(self) -> dict[str, float]:
+        """``memory/rss_gb`` now and ``memory/peak_rss_gb`` since `start` (GB = 1e9 bytes); then restarts."""
+        if not _STATUS.exists():
+            return {}
+        rss, peak = rss_bytes()
+        metrics = {"memory/rss_gb": rss / GB}
+        if self.resettable:
+            metrics["memory/peak_rss_gb"] = peak / GB
+        self.start()
+        return metrics
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    if trim is None:
+        logger.info("the C library has no malloc_trim: freed memory is returned to the OS by its allocator alone")
+    return trim
+
+
+def release_free_memory() -> bool:
+    """Return the free memory of every malloc arena to the OS (glibc); False where that is not available."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True

@@ -1,0 +1,147 @@
+"""Sample packing (``trainer.use_sample_packing``): a micro-batch's rows go through the model as one row without padding.
+
+A padded micro-batch ``[B, T]`` spends its layers on every padding column (left prompt padding up to the longest
+prompt, right response padding up to the longest response). Packed, only real tokens are computed: the rows' tokens
+are concatenated into one row ``[1, N]``, each keeps its own position ids (0.. per row, or continuing after a shared
+prefix), and attention runs per row (`segment_attention`): each row's tokens attend causally to its own tokens and
+to the shared prefix, never to another row. The LM head then runs only where a response token's logprob is needed.
+Results equal the padded forward's up to float rounding (the same tokens, positions and attention, other matmul
+shapes).
+
+A prefix every row starts with (system prompt, demonstrations) is computed once, as in the padded path, and its keys
+and values are shared by every row's attention; with activation checkpointing nothing is shared (recomputed layers
+cannot carry a cache).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+from transformers import AttentionInterface
+
+from skyrl_train.workers.shared_prefix import SharedPrefix
+
+SEGMENT_ATTENTION = "skyrl_segments"
+"""Name of `segment_attention` among transformers' attention implementations."""
+
+__all__ = ["PackedRows", "pack_rows", "packed_logits", "segment_attention"]
+
+
+def segment_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    *,
+    segments: list[tuple[int, int]],
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """Attention of a packed row: query ``[1, H, N, D]``; key / value ``[1, Hkv, S + N, D]`` (``S`` shared-prefix
+    columns first). Rows are the ``segments`` ``[start, end)`` of the ``N`` packed tokens; each attends to the prefix
+    and causally to itself. Returns ``[1, N, H, D]`` as transformers' attention functions do."""
+    prefix = key.shape[2] - query.shape[2]
+    outputs = []
+    for start, end in segments:
+        if start == end:
+            continue
+        own = slice(prefix + start, prefix + end)
+        keys = torch.cat([key[:, :, :prefix], key[:, :, own]], dim=2) if prefix else key[:, :, own]
+        values = torch.cat([value[:, :, :prefix], value[:, :, own]], dim=2) if prefix else value[:, :, own]
+        length = end - start
+        causal = torch.ones(length, prefix + length, dtype=torch.bool, device=query.device).tril_(diagonal=prefix)
+        outputs.append(
+            nn.functional.scaled_dot_product_attention(
+                query[:, :, start:end],
+                keys,
+                values,
+                attn_mask=causal,
+                dropout_p=dropout,
+                scale=scaling,
+                enable_gqa=query.shape[1] != key.shape[1],
+            )
+        )
+    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(SEGMENT_ATTENTION, segment_attention)
+
+
+@contextmanager
+def _attention_implementation(model: nn.Module, name: str):
+    """Run the block with the model's attention implementation set to `name` (restored afterwards)."""
+    config = model.config
+    previous = config._attn_implementation
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = previous
+
+
+class PackedRows:
+    """Where the real tokens of a left-padded micro-batch go in the packed row (see `pack_rows`)."""
+
+    def __init__(self, input_ids: torch.Tensor, position_ids: torch.Tensor, segments: list[tuple[int, int]]):
+        self.input_ids = input_ids
+        """[1, N] the rows' own tokens (after the shared prefix), row after row."""
+        self.position_ids = position_ids
+        """[1, N] each token's position in its row (the shared prefix counts)."""
+        self.segments = segments
+        """Per row, its [start, end) in the packed row (empty for a row without own tokens)."""
+
+
+def pack_rows(seqs: torch.Tensor, mask: torch.Tensor, shared: int) -> PackedRows:
+    """Pack the real tokens of ``seqs`` ``[B, T]`` (each row's real tokens contiguous, as in the trainer's
+    left-padded prompt + right-padded response layout) that come after the first ``shared`` real tokens."""
+    mask = mask.bool()
+    lengths = mask.sum(dim=1)
+    starts = mask.long().argmax(dim=1)
+    columns = torch.arange(seqs.shape[1], device=seqs.device)
+    contiguous = (columns[None, :] >= starts[:, None]) & (columns[None, :] < (starts + lengths)[:, None])
+    if not bool((contiguous == mask).all()):
+        raise ValueError("sample packing needs each row's real tokens to be contiguous (attention mask 0..0 1..1 0..0)")
+    own = contiguous & (columns[None, :] >= (starts + shared)[:, None])
+    input_ids = seqs[own][None, :]
+    position_ids = (columns[None, :] - starts[:, None])[own][None, :]
+    ends = own.sum(dim=1).cumsum(dim=0).tolist()
+    segments = list(zip([0, *ends[:-1]], ends, strict=True))
+    return PackedRows(input_ids, position_ids, segments)
+
+
+def packed_logits(
+    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, response_length: int, prefix: SharedPrefix | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The next-token logits behind every real response token, from one packed forward pass.
+
+    The response is the last ``R = response_length`` columns of ``seqs``. Returns ``(logits [M, V], rows [M],
+    columns [M])``: ``logits[j]`` are the logits the padded forward gives just before response token
+    ``(rows[j], columns[j])`` of the ``[B, R]`` response grid, for every real response token. The tokens of
+    ``prefix``, which every row starts with, are read from its cache; it must end before each row's last prompt
+    token."""
+    shared = 0 if prefix is None else prefix.length
+    past = None if prefix is None else prefix.cache(1)
+    starts = mask.long().argmax(dim=1)
+    packed = pack_rows(seqs, mask, shared)
+    # Packed index of each padded column's token (-1: padding or shared prefix), to find the logits to keep.
+    own = mask.bool() & (torch.arange(seqs.shape[1], device=seqs.device)[None, :] >= (starts + shared)[:, None])
+    index = torch.full(seqs.shape, -1, dtype=torch.long, device=seqs.device)
+    index[own] = torch.arange(int(own.sum()), device=seqs.device)
+    rows, columns = mask[:, seqs.shape[1] - response_length :].bool().nonzero(as_tuple=True)
+    before = index[:, seqs.shape[1] - response_length - 1 : -1][rows, columns]
+    if bool((before < 0).any()):
+        raise ValueError("a response token follows the shared prefix or padding: nothing to predict it from")
+    with _attention_implementation(model, SEGMENT_ATTENTION):
+        logits = model(
+            input_ids=packed.input_ids,
+            position_ids=packed.position_ids,
+            past_key_values=past,
+            use_cache=past is not None,
+            logits_to_keep=before,
+            segments=packed.segments,
+        ).logits
+    return logits[0], rows, columns
