@@ -41,9 +41,7 @@ class MergedLoRA:
             if not _foldable(module):
                 continue
             weight = module.base_layer.weight
-            delta = sum(
-                module.get_delta_weight(name) for name in module.active_adapters if name in module.lora_A
-            )
+            delta = sum(module.get_delta_weight(name) for name in module.active_adapters if name in module.lora_A)
             self._folded.append((module, weight.data))
             weight.data = weight.data + delta
             module._disable_adapters = True
