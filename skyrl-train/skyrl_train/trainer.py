@@ -130,7 +130,7 @@ class PPOTrainer:
         resume_from = self.checkpoints.resolve_resume(t.resume_mode, t.resume_path)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
-        await self.sync_weights(self.global_step)
+        await self.sync_weights(self.global_step)  # engines holding their own weights generate with the resumed ones
         memory = PeakRSS()  # its first interval runs from the process start: model loading counts in it
         if t.eval_interval > 0 and t.eval_before_train and self.eval_loader is not None:
             self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
@@ -354,7 +354,6 @@ class PPOTrainer:
         if folder.name != step_dir_name(self.global_step):
             logger.warning("%s holds trainer state of step %d", folder, self.global_step)
         self.policy.load_checkpoint(folder / "policy")
-        self.sync_weights()  # engines holding their own weights must generate with the resumed ones
         if self.critic is not None:
             self.critic.load_checkpoint(folder / "critic")
         if self.kl_controller is not None and "kl_coef" in state:
