@@ -166,7 +166,8 @@ def main() -> None:
     }
     print(
         f"logs in {workdir}; {args.warmup} warm-up + {args.steps} measured steps each, alternating; "
-        f"threads: ours {threads['ours'] or 'torch default'}, TRL {threads['trl'] or 'torch default'}; TRL micro-batches per step: {args.trl_grad_accum}; "
+        f"threads: ours {threads['ours'] or 'torch default'}, TRL {threads['trl'] or 'torch default'}; "
+        f"TRL micro-batches per step: {args.trl_grad_accum}; "
         f"load average at start: {os.getloadavg()[0]:.1f}"
     )
     try:

@@ -5,9 +5,9 @@ prompt batches until the training batch is full) -> training batch (infrastructu
 baseline) -> ref / old logprobs (and values) -> optional KL-in-reward -> advantages (broadcast over the turns of
 a trajectory in step-wise mode; optional batch normalisation) -> critic then policy updates on contiguous
 mini-batches -> checkpoint -> weight sync -> eval -> log. The weights are also synced once before anything is
-generated (after a resume), so remote engines start from the run's weights. Steps are 1-based; an eval before training is logged
-at step 0. Every step's metrics are flushed to every tracker before the next step starts, so a crash never
-loses the metrics of completed steps.
+generated (after a resume), so remote engines start from the run's weights. Steps are 1-based; an eval before
+training is logged at step 0. Every step's metrics are flushed to every tracker before the next step starts, so
+a crash never loses the metrics of completed steps.
 
 A generation batch in which more than `trainer.max_infra_failure_ratio` of the trajectories ended in an
 infrastructure failure stops the run (`InfraFailureError`, with the count per stop reason and a sample error):

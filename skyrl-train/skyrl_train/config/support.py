@@ -142,7 +142,8 @@ FSDP2_ONLY: tuple[str, ...] = (
         for key in ("reshard_after_forward", "fsdp_size")
     ),
 )
-"""Keys only ``trainer.strategy=fsdp2`` reads (placement, sharding): with ``single`` only their defaults are accepted."""
+"""Keys only ``trainer.strategy=fsdp2`` reads (placement, sharding): with ``single`` only their defaults are
+accepted."""
 
 CRITIC_ONLY: tuple[str, ...] = (
     "trainer.critic_mini_batch_size",

@@ -341,7 +341,8 @@ def _check_off_policy_correction(cfg: SkyRLConfig, problems: list[str]) -> None:
         low, high = bounds[opc.sequence_mask_metric]
         if getattr(opc, low) > getattr(opc, high):
             problems.append(
-                f"{key}.{low}={getattr(opc, low)} is above {key}.{high}={getattr(opc, high)}: every row would be masked."
+                f"{key}.{low}={getattr(opc, low)} is above {key}.{high}={getattr(opc, high)}: "
+                "every row would be masked."
             )
     low, high = opc.outlier_token_is_threshold_low, opc.outlier_token_is_threshold_high
     if high is not None and high <= 0:

@@ -2,9 +2,10 @@
 
 Routes: `GET /health` (with the weight version the engine generates with), `GET /v1/models`, `POST
 /v1/chat/completions`, `POST /v1/completions` (see `serving` for the request conventions and `protocol` for the
-accepted fields), and with `control_routes` the control routes of `control` (sleep / wake, weight sync). Every error, a malformed body included, comes
-back in OpenAI's shape `{"error": {"message", "type", "param", "code"}}`: 400 naming the bad field, 404 for an
-unknown model (as OpenAI and vLLM answer), 503 while the endpoint shuts down, 500 when generation fails.
+accepted fields), and with `control_routes` the control routes of `control` (sleep / wake, weight sync). Every
+error, a malformed body included, comes back in OpenAI's shape `{"error": {"message", "type", "param", "code"}}`:
+400 naming the bad field, 404 for an unknown model (as OpenAI and vLLM answer), 503 while the endpoint shuts down,
+500 when generation fails.
 """
 
 from __future__ import annotations

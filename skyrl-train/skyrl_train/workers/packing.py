@@ -1,4 +1,5 @@
-"""Sample packing (``trainer.use_sample_packing``): a micro-batch's rows go through the model as one row without padding.
+"""Sample packing (``trainer.use_sample_packing``): a micro-batch's rows go through the model as one row without
+padding.
 
 A padded micro-batch ``[B, T]`` spends its layers on every padding column (left prompt padding up to the longest
 prompt, right response padding up to the longest response). Packed, only real tokens are computed: the rows' tokens

@@ -12,8 +12,8 @@ Placement (`engine_bundles`):
 
 - colocated (``trainer.placement.colocate_all``): engine i runs in the bundle of policy rank i (one device per
   bundle; with the policy in the trainer's process, a one-device group of its own) and asks for `COLOCATED_SHARE`
-  of it, like every colocated role; it sleeps while the trainer runs. Tensor parallelism is then 1 (a TP engine would need one bundle per shard, i.e. vLLM's Ray executor, which
-  is not wired in);
+  of it, like every colocated role; it sleeps while the trainer runs. Tensor parallelism is then 1 (a TP engine
+  would need one bundle per shard, i.e. vLLM's Ray executor, which is not wired in);
 - otherwise each engine has a placement group of its own with one bundle of TP devices (GPUs) and asks for all of
   it; on a CPU cluster that bundle is ``{"CPU": TP}``.
 """
