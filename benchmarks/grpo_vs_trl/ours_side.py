@@ -5,7 +5,7 @@
 Run by `compare.py`. The run is `main_base`'s (`BasePPOExp`) with the config below and a single-turn env that
 scores the reply with `task.reward`; the tracker reports each step's metrics to the driver and waits for the next
 go-ahead. Phases are the trainer's own timers: `timing/generate`, `timing/fwd_logprobs_values_reward` (old
-logprobs), `timing/policy_train` (update), `timing/sync_weights`; the step is `timing/generate + timing/step`;
+logprobs), `timing/policy_train` (update), `timing/sync_weights`; the step is `timing/step` (generation included);
 memory is the trainer's `memory/peak_rss_gb` and `memory/rss_gb`.
 """
 
@@ -45,7 +45,7 @@ class TurnTakingTracker(Tracking):
     def log(self, metrics, step):
         super().log(metrics, step)
         generate = metrics["timing/generate"]
-        step_time = generate + metrics["timing/step"]
+        step_time = metrics["timing/step"]
         stepping.report(
             {
                 "step": step,

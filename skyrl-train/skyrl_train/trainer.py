@@ -141,6 +141,8 @@ class PPOTrainer:
         drawn: list[Rollouts] = []
         for epoch in range(start_epoch, t.epochs):
             for batch in self.train_loader:
+                if not drawn:  # `timing/step` spans the step's generation (every batch drawn for it) to its end
+                    step_start = time.perf_counter()
                 drawn.append(await self.generate(batch, metrics))
                 rollouts = drawn[-1]
                 if self.dynamic_sampler is not None:
@@ -152,8 +154,8 @@ class PPOTrainer:
                 drawn = []
                 self.global_step += 1
                 metrics.update({"trainer/epoch": epoch, "trainer/global_step": self.global_step})
-                with self._timer("step", metrics):
-                    await self._step_and_bookkeeping(rollouts, metrics)
+                await self._step_and_bookkeeping(rollouts, metrics)
+                metrics["timing/step"] = time.perf_counter() - step_start
                 metrics.update(memory.metrics())
                 self.tracker.log(metrics, step=self.global_step)
                 metrics = {}
