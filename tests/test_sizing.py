@@ -80,7 +80,6 @@ def test_training_state_is_16_bytes_per_param_sharded():
     assert sizing.training_state_bytes(TINY, with_ref, world=2) == (16 * 348 + 2 * 348) // 2 + gathered == 3740
     lora = sizing.RunSettings(lora_rank=8, use_ref=False)
     assert sizing.training_state_bytes(TINY, lora, world=1) == 2 * 348 + 16 * 1024 + gathered == 17688
-    assert sizing.training_state_bytes(TINY, NO_REF, world=2, cpu_offload=True) == gathered
 
 
 def test_qwen3_8b_state_per_gpu_matches_zero_stage_3():
@@ -130,7 +129,7 @@ def test_plan_for_qwen3_8b_on_one_h200_node():
     kv = int((0.7 * 143771 * 1024**2 - 2 * 8_190_735_360 - 4 * 1024**3) // 147_456)
     assert plan.kv_tokens_per_engine == kv == 575_439
     assert plan.max_num_seqs == min(64 * 8 // 8, kv // 17408) == 33
-    assert plan.fits and not plan.cpu_offload
+    assert plan.fits
     assert "generator.num_inference_engines=8" in plan.overrides()
 
 
@@ -152,3 +151,14 @@ def test_cli_prints_a_row_per_model_gpu_and_node_count(capsys):
     assert len(lines) == 2 + 2 * 2 * 2
     assert lines[2].startswith("| Qwen/Qwen3-8B | 8.19B | H200 | 1 |")
     assert sizing.main(["missing-model"]) == 2
+
+
+def test_overrides_are_printed_only_for_plans_that_fit(capsys):
+    # One sequence of 400k tokens: its activations alone exceed a GPU, so no micro-batch fits on either GPU type.
+    assert sizing.main(["qwen3-32b", "--nodes", "1", "--seq-len", "400000", "--overrides"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("does not fit") == 2
+    assert "trainer.strategy=fsdp2" not in out
+    assert sizing.main(["qwen3-8b", "--nodes", "1", "--overrides"]) == 0
+    overrides = capsys.readouterr().out
+    assert overrides.count("trainer.strategy=fsdp2") == 2 and "cpu_offload" not in overrides

@@ -135,7 +135,7 @@ class RunSettings:
     keep_local: int = 1
 
 
-def training_state_bytes(model: ModelShape, settings: RunSettings, world: int, cpu_offload: bool = False) -> int:
+def training_state_bytes(model: ModelShape, settings: RunSettings, world: int) -> int:
     """Weights, gradients and optimizer state (and the ref model) on one GPU under FSDP2 full sharding."""
     if settings.lora_rank:
         states = 2 * model.params + 16 * model.lora_params(settings.lora_rank)
@@ -143,8 +143,6 @@ def training_state_bytes(model: ModelShape, settings: RunSettings, world: int, c
         states = 16 * model.params
     ref = 2 * model.params if settings.use_ref else 0
     gathered = 2 * 2 * model.layer_params  # one layer unsharded in bf16, plus the prefetched next one
-    if cpu_offload:
-        return gathered
     return math.ceil((states + ref) / world) + gathered
 
 
@@ -176,7 +174,6 @@ class Plan:
     model: str
     gpu: str
     num_nodes: int
-    cpu_offload: bool
     micro_train_batch_size_per_gpu: int
     micro_forward_batch_size_per_gpu: int
     train_bytes_per_gpu: int
@@ -197,7 +194,6 @@ class Plan:
             "trainer.strategy=fsdp2",
             f"trainer.placement.policy_num_nodes={self.num_nodes}",
             f"trainer.placement.policy_num_gpus_per_node={GPUS_PER_NODE}",
-            f"trainer.policy.fsdp_config.cpu_offload={str(self.cpu_offload).lower()}",
             f"trainer.micro_train_batch_size_per_gpu={self.micro_train_batch_size_per_gpu}",
             f"trainer.micro_forward_batch_size_per_gpu={self.micro_forward_batch_size_per_gpu}",
             "generator.backend=vllm",
@@ -233,13 +229,8 @@ def plan(model: ModelShape, gpu: str, num_nodes: int, settings: RunSettings) -> 
     gpu_bytes = GPU_MEMORY_BYTES[gpu]
     world = num_nodes * GPUS_PER_NODE
     budget = int(TRAIN_HEADROOM * gpu_bytes)
-    cpu_offload = False
     states = training_state_bytes(model, settings, world)
     micro = _largest_micro_batch(model, settings, budget, states)
-    if micro == 0:
-        cpu_offload = True
-        states = training_state_bytes(model, settings, world, cpu_offload=True)
-        micro = _largest_micro_batch(model, settings, budget, states)
     # Forward-only passes (logprobs) keep no checkpoints and no logits gradient: about half the activations.
     forward_micro = _largest_micro_batch(model, settings, budget, states, scale=2)
     tp = engine_tensor_parallel(model, gpu_bytes, settings)
@@ -251,7 +242,6 @@ def plan(model: ModelShape, gpu: str, num_nodes: int, settings: RunSettings) -> 
         model=model.name,
         gpu=gpu,
         num_nodes=num_nodes,
-        cpu_offload=cpu_offload,
         micro_train_batch_size_per_gpu=micro,
         micro_forward_batch_size_per_gpu=forward_micro,
         train_bytes_per_gpu=states + activation_bytes(model, max(micro, 1) * settings.seq_len),
@@ -294,7 +284,6 @@ COLUMNS = (
     "GPU",
     "nodes",
     "train GiB/GPU",
-    "cpu_offload",
     "micro train/fwd",
     "engines x TP",
     "KV tokens/engine",
@@ -317,7 +306,6 @@ def table_rows(models: list[ModelShape], nodes: list[int], settings: RunSettings
                         gpu,
                         str(n),
                         f"{p.train_bytes_per_gpu / GIB:.1f}",
-                        "yes" if p.cpu_offload else "no",
                         f"{p.micro_train_batch_size_per_gpu}/{p.micro_forward_batch_size_per_gpu}",
                         f"{p.num_inference_engines} x {p.engine_tp}",
                         f"{p.kv_tokens_per_engine:,}",
@@ -372,9 +360,9 @@ def main(argv: list[str] | None = None) -> int:
             for model in models:
                 for gpu in GPU_MEMORY_BYTES:
                     for n in args.nodes:
-                        print(
-                            f"\n# {model.name} on {n} x 8 {gpu}\n" + " ".join(plan(model, gpu, n, settings).overrides())
-                        )
+                        p = plan(model, gpu, n, settings)
+                        body = " ".join(p.overrides()) if p.fits else "does not fit (no micro-batch or no engine slot)"
+                        print(f"\n# {model.name} on {n} x 8 {gpu}\n{body}")
     except SizingError as e:
         print(f"sizing: error: {e}", file=sys.stderr)
         return 2
