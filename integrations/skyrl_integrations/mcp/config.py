@@ -1,7 +1,7 @@
 """`MCPEnvConfig`: the `environment.skyrl_gym.mcp_tool` block, validated, and which servers/tools a row uses.
 
 Keys (all optional; documented on `MCPToolEnv`): servers, allowed_tools, call_timeout_s, connect_timeout_s,
-retries, max_output_chars, max_calls_per_turn, tool_prompt, terminal_tools, demonstrations. An unknown key is an
+retries, max_output_chars, max_calls_per_turn, tool_prompt, terminal_tools, demonstrations, reward_weights. An unknown key is an
 error naming it, so a typo does not silently fall back to a default.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 
 from skyrl_integrations.mcp import client
 from skyrl_integrations.mcp.prompt import TOOL_PROMPT_STYLES, validate_demonstrations
+from skyrl_integrations.mcp.scoring import DEFAULT_REWARD_WEIGHTS, RewardWeights
 from skyrl_integrations.mcp.spec import MCPServerSpec
 from skyrl_train.generators.utils import to_plain
 
@@ -33,6 +34,7 @@ class MCPEnvConfig:
     tool_prompt: str = "compact"
     terminal_tools: frozenset[str] = frozenset()
     demonstrations: tuple[dict[str, str], ...] = ()
+    reward_weights: RewardWeights = DEFAULT_REWARD_WEIGHTS
 
     @classmethod
     def from_env_config(cls, env_config: Any) -> MCPEnvConfig:
@@ -54,6 +56,8 @@ class MCPEnvConfig:
             if isinstance(demos, str):
                 demos, where = _load_json_file(demos, where), f"{where} ({demos})"
             values["demonstrations"] = tuple(validate_demonstrations(demos, where))
+        if values.get("reward_weights") is not None:
+            values["reward_weights"] = RewardWeights.parse(values["reward_weights"], f"{WHERE}.reward_weights")
         config = cls(**{k: v for k, v in values.items() if v is not None})
         config._validate()
         return config

@@ -60,6 +60,8 @@ class MCPToolEnv(BaseTextEnv):
     - ``demonstrations`` ([]): chat messages (user/assistant) inserted between the system prompt and the task,
       e.g. a worked tool call; small models rarely emit a call without them. A string is a path to a JSON file
       holding that list.
+    - ``reward_weights`` (format 0.1, tools 0.2, params 0.2, answer 0.5): the weight of each reward component
+      (`scoring.RewardWeights`); a mapping of the ones to change, e.g. ``{format: 0}``.
 
     From the row (``extras``): ``reward_spec.ground_truth`` (required), ``extra_info.servers`` /
     ``extra_info.tools``, and ``max_turns``: the episode's limit is the smaller of the ground truth's
@@ -176,7 +178,7 @@ class MCPToolEnv(BaseTextEnv):
     # --------------------------------------------------------------------------------------- metrics
 
     def get_metrics(self) -> dict[str, Any]:
-        score = self.score or score_episode(self.ground_truth, self._record())
+        score = self.score or score_episode(self.ground_truth, self._record(), self.config.reward_weights)
         return self.counters.as_metrics(reward=score.reward, success=score.success)
 
     @staticmethod
@@ -200,7 +202,7 @@ class MCPToolEnv(BaseTextEnv):
         return EpisodeRecord(tuple(self.calls), self.final_answer)
 
     def _finish(self, observations: ConversationType, reason: str, metadata: dict[str, Any]) -> BaseTextEnvStepOutput:
-        self.score = score_episode(self.ground_truth, self._record())
+        self.score = score_episode(self.ground_truth, self._record(), self.config.reward_weights)
         metadata.update(done_reason=reason, success=self.score.success)
         return BaseTextEnvStepOutput(observations=observations, reward=self.score.reward, done=True, metadata=metadata)
 

@@ -17,6 +17,11 @@ answer          0.5     the final answer matches `success.expected_answer` (`ans
                         is set and no call ran
 ==============  ======  =============================================================================
 
+The weights are the defaults of `RewardWeights`; the env's ``reward_weights`` key changes them (e.g. ``format: 0``:
+with a weak starting policy, a credit for any executed call rewards calling whatever tool always runs, and GRPO then
+moves every question onto that tool; see learnings/main-job-tool-choice.md). A component of weight 0 drops out like one
+that does not apply; an episode whose applicable components all weigh 0 scores 0.
+
 Steps are matched to calls by an order-preserving alignment that maximises the tool + parameter credit, so a
 wrong first attempt followed by a corrected call still earns full credit. Components that do not apply are left
 out and the weights renormalised: without `tool_sequence`, format counts only if `must_call_tool` is set, and tool
@@ -52,6 +57,7 @@ PARAMS_WEIGHT = 0.2
 ANSWER_WEIGHT = 0.5
 LIMIT_VIOLATION_CAP = 0.25
 """The most an episode can earn when it used more distinct servers or tools than `limits` allows."""
+COMPONENTS = ("format", "tools", "params", "answer")
 NUMERIC_REL_TOL = 1e-3
 """Default relative tolerance of `answer_match: numeric` (override per task with `success.tolerance`)."""
 ANSWER_MATCHES = ("numeric", "exact", "contains")
@@ -160,6 +166,38 @@ def _positive_int(value: Any, where: str) -> int | None:
     return int(value)
 
 
+# ------------------------------------------------------------------------------------------------ weights
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardWeights:
+    """The weight of each reward component (the table of the module docstring); renormalised over the components
+    that apply, so they need not sum to 1."""
+
+    format: float = FORMAT_WEIGHT
+    tools: float = TOOL_WEIGHT
+    params: float = PARAMS_WEIGHT
+    answer: float = ANSWER_WEIGHT
+
+    @classmethod
+    def parse(cls, value: Any, where: str = "reward_weights") -> RewardWeights:
+        """A mapping of some of `COMPONENTS` to non-negative numbers (the others keep their defaults)."""
+        weights = _mapping(value, where)
+        unknown = sorted(set(weights) - set(COMPONENTS))
+        if unknown:
+            raise ValueError(f"{where}: unknown component(s) {unknown}; expected some of {list(COMPONENTS)}")
+        for name, weight in weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight < math.inf:
+                raise ValueError(f"{where}.{name}: expected a non-negative number, got {weight!r}")
+        parsed = cls(**{name: float(weight) for name, weight in weights.items()})
+        if not any(getattr(parsed, name) for name in COMPONENTS):
+            raise ValueError(f"{where}: every weight is 0, so every episode would score 0")
+        return parsed
+
+
+DEFAULT_REWARD_WEIGHTS = RewardWeights()
+
+
 # ------------------------------------------------------------------------------------------------ episode
 
 
@@ -193,24 +231,27 @@ class Score:
     success: bool
 
 
-def score_episode(truth: GroundTruth, episode: EpisodeRecord) -> Score:
+def score_episode(
+    truth: GroundTruth, episode: EpisodeRecord, weights: RewardWeights = DEFAULT_REWARD_WEIGHTS
+) -> Score:
     """Score one finished episode (see the module docstring for the rules and a worked example)."""
     calls = [c for c in episode.calls if c.error_kind not in NOT_EXECUTED]
     components: list[tuple[float, float]] = []
     format_credit = tools_credit = params_credit = answer_credit = None
     if truth.tool_sequence or truth.must_call_tool:
         format_credit = float(bool(calls))
-        components.append((FORMAT_WEIGHT, format_credit))
+        components.append((weights.format, format_credit))
     if truth.tool_sequence:
         matched, with_params = _align(truth.tool_sequence, tuple(calls))
         tools_credit = matched / len(truth.tool_sequence)
         params_credit = with_params / len(truth.tool_sequence)
-        components += [(TOOL_WEIGHT, tools_credit), (PARAMS_WEIGHT, params_credit)]
+        components += [(weights.tools, tools_credit), (weights.params, params_credit)]
     if truth.expected_answer is not None:
         answered = episode.final_answer is not None and answer_matches(truth, episode.final_answer)
         answer_credit = float(answered and (bool(calls) or not truth.must_call_tool))
-        components.append((ANSWER_WEIGHT, answer_credit))
-    reward = sum(w * c for w, c in components) / sum(w for w, _ in components)
+        components.append((weights.answer, answer_credit))
+    total = sum(w for w, _ in components)
+    reward = sum(w * c for w, c in components) / total if total else 0.0
     over_limits = _over_limits(truth, calls)
     if over_limits:
         reward = min(reward, LIMIT_VIOLATION_CAP)

@@ -157,6 +157,13 @@ def test_max_turns_ends_the_episode_with_partial_credit(make_env):
     assert last["reward"] == pytest.approx(0.5 / 1.0)  # format 0.1 + tools 0.2 + params 0.2, no answer
 
 
+def test_reward_weights_from_the_env_config_score_the_episode(make_env):
+    env = started(make_env(max_turns=2, reward_weights={"format": 0, "answer": 0.8}))
+    env.step(ADD_2_3)
+    last = env.step(ADD_2_3)
+    assert last["reward"] == pytest.approx((0.2 + 0.2) / 1.2)  # tools + params, no answer; format weighs nothing
+
+
 def test_the_tasks_max_turns_caps_the_generators(make_env):
     assert make_env(max_turns=10).max_turns == 3  # ADD_TRUTH.max_turns
 

@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from skyrl_integrations.mcp.scoring import CallRecord, EpisodeRecord, GroundTruth, answer_matches, score_episode
+from skyrl_integrations.mcp.scoring import (
+    CallRecord,
+    EpisodeRecord,
+    GroundTruth,
+    RewardWeights,
+    answer_matches,
+    score_episode,
+)
 
 PRICE = {
     "task_id": "market-0001",
@@ -54,6 +61,23 @@ def test_right_call_without_an_answer_earns_everything_but_the_answer():
 def test_a_well_formed_call_to_another_tool_earns_only_format():
     other = CallRecord("market", "get_company_profile", {"ticker": "AAPL"})
     assert reward(truth(), [other], "no idea") == pytest.approx(0.1)
+
+
+def test_without_format_credit_a_call_to_another_tool_earns_nothing_and_the_rest_is_renormalised():
+    no_format = RewardWeights(format=0.0)
+    other = CallRecord("market", "get_company_profile", {"ticker": "AAPL"})
+    assert score_episode(truth(), EpisodeRecord((other,), "no idea"), no_format).reward == 0.0
+    wrong_ticker = EpisodeRecord((price_call(ticker="MSFT"),), "It closed at 410.5")
+    assert score_episode(truth(), wrong_ticker, no_format).reward == pytest.approx(0.2 / 0.9)
+    right = EpisodeRecord((price_call(),), "187.23")
+    assert score_episode(truth(), right, no_format).reward == pytest.approx(1.0)
+
+
+def test_an_episode_whose_only_component_weighs_nothing_scores_zero():
+    only_format = truth(success={"must_call_tool": True}, tool_sequence=[])
+    episode = EpisodeRecord((price_call(),), None)
+    assert score_episode(only_format, episode).reward == 1.0
+    assert score_episode(only_format, episode, RewardWeights(format=0.0)).reward == 0.0
 
 
 def test_the_right_answer_without_any_call_earns_nothing_when_a_call_is_required():

@@ -9,6 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from skyrl_integrations.mcp.config import MCPEnvConfig
+from skyrl_integrations.mcp.scoring import RewardWeights
 from skyrl_integrations.mcp.servers import BUNDLED_SERVERS
 from skyrl_integrations.mcp.spec import MCPServerSpec
 
@@ -91,6 +92,14 @@ def test_config_from_a_dictconfig_with_a_list_of_servers():
         ({"servers": [{"command": ["srv"]}]}, r"mcp_tool.servers\[0\]: expected a bundled server name or a mapping"),
         ({"allowed_tools": "search"}, r"mcp_tool.allowed_tools: expected a list of names"),
         ({"demonstrations": [{"role": "system", "content": "x"}]}, r"mcp_tool.demonstrations\[0\]: role must be"),
+        ({"reward_weights": {"style": 1}}, r"mcp_tool.reward_weights: unknown component\(s\) \['style'\]"),
+        ({"reward_weights": {"format": -0.1}}, r"mcp_tool.reward_weights.format: expected a non-negative number"),
+        ({"reward_weights": {"answer": "0.5"}}, r"mcp_tool.reward_weights.answer: expected a non-negative number"),
+        ({"reward_weights": {"tools": True}}, r"mcp_tool.reward_weights.tools: expected a non-negative number"),
+        (
+            {"reward_weights": {"format": 0, "tools": 0, "params": 0, "answer": 0}},
+            r"mcp_tool.reward_weights: every weight is 0",
+        ),
     ],
 )
 def test_bad_config_is_rejected_naming_the_key(block, message):
@@ -139,3 +148,9 @@ def test_a_missing_demonstrations_file_is_an_error_naming_it(tmp_path):
     missing = tmp_path / "nope.json"
     with pytest.raises(ValueError, match=r"mcp_tool.demonstrations: cannot read JSON file .*nope.json"):
         MCPEnvConfig.from_env_config({"demonstrations": str(missing)})
+
+
+def test_reward_weights_change_only_the_components_named():
+    weights = MCPEnvConfig.from_env_config({"reward_weights": {"format": 0}}).reward_weights
+    assert (weights.format, weights.tools, weights.params, weights.answer) == (0.0, 0.2, 0.2, 0.5)
+    assert MCPEnvConfig.from_env_config({}).reward_weights == RewardWeights(0.1, 0.2, 0.2, 0.5)
