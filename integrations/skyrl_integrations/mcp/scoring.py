@@ -231,9 +231,7 @@ class Score:
     success: bool
 
 
-def score_episode(
-    truth: GroundTruth, episode: EpisodeRecord, weights: RewardWeights = DEFAULT_REWARD_WEIGHTS
-) -> Score:
+def score_episode(truth: GroundTruth, episode: EpisodeRecord, weights: RewardWeights = DEFAULT_REWARD_WEIGHTS) -> Score:
     """Score one finished episode (see the module docstring for the rules and a worked example)."""
     calls = [c for c in episode.calls if c.error_kind not in NOT_EXECUTED]
     components: list[tuple[float, float]] = []
