@@ -53,9 +53,15 @@ class KVBuffer:
         """[rows, 1] position id of the token each row feeds next (= its number of real tokens so far)."""
         return (self.width - self.start[: self.rows])[:, None]
 
-    def add_rows(self, layer_kv: list[tuple[torch.Tensor, torch.Tensor]], lengths: list[int]) -> None:
-        """Append rows prefilled together: per layer (keys, values) [n, heads, group_len, dim], row i left-padded
-        with its `lengths[i]` real tokens at the end. They take rows [rows, rows + n)."""
+    def add_rows(
+        self,
+        layer_kv: list[tuple[torch.Tensor, torch.Tensor]],
+        lengths: list[int],
+        source_rows: torch.Tensor | None = None,
+    ) -> None:
+        """Append rows prefilled together: per layer (keys, values) [m, heads, group_len, dim], the new row i taking
+        row `source_rows[i]` of them (default: row i), left-padded with its `lengths[i]` real tokens at the end.
+        They take rows [rows, rows + len(lengths)). Rows are picked one layer at a time (no copy of every layer)."""
         n, group_len = len(lengths), layer_kv[0][0].shape[2]
         if (
             not self.keys
@@ -67,8 +73,8 @@ class KVBuffer:
         first, last = self.rows, self.rows + n
         columns = slice(self.width - group_len, self.width)
         for layer, (k, v) in enumerate(layer_kv):
-            self.keys[layer][first:last, :, columns] = k
-            self.values[layer][first:last, :, columns] = v
+            self.keys[layer][first:last, :, columns] = k if source_rows is None else k[source_rows]
+            self.values[layer][first:last, :, columns] = v if source_rows is None else v[source_rows]
         self.start[first:last] = self.width - torch.tensor(lengths, dtype=torch.long)
         self.rows = last
 
@@ -129,11 +135,17 @@ class KVBuffer:
                 row_capacity, heads, col_capacity, dim, dtype=like_tensor.dtype, device=like_tensor.device
             )
 
-        keys = [fresh(k) for k in self.keys] if self.keys else [fresh(k) for k, _ in like]
-        values = [fresh(v) for v in self.values] if self.values else [fresh(v) for _, v in like]
-        for new, old in zip(keys + values, self.keys + self.values, strict=False):
-            new[: self.rows, :, offset:width] = old[: self.rows, :, oldest : self.width]
-        self.keys, self.values = keys, values
+        if not self.keys:
+            self.keys, self.values = [fresh(k) for k, _ in like], [fresh(v) for _, v in like]
+        else:
+            # One layer at a time, the old tensor dropped as soon as it is copied: the move holds one extra layer,
+            # not a second buffer.
+            for tensors in (self.keys, self.values):
+                for layer, old in enumerate(tensors):
+                    new = fresh(old)
+                    new[: self.rows, :, offset:width] = old[: self.rows, :, oldest : self.width]
+                    tensors[layer] = new
+                    del old, new
         start = torch.zeros(row_capacity, dtype=torch.long)
         start[: self.rows] = self.start[: self.rows] - oldest + offset
         self.start = start
