@@ -206,6 +206,7 @@ class ContinuousBatcher:
             [(layer.keys, layer.values) for layer in cache.layers],
             [len(group[i].prompt_ids) for i in keep],
             None if cache_rows == list(range(len(prompts))) else torch.tensor(cache_rows, dtype=torch.long),
+            _columns_to_come([*self.running, *(group[i] for i in keep)]),
         )
         first = len(self.running)
         rows = slice(first, first + len(keep))
@@ -288,7 +289,7 @@ class ContinuousBatcher:
             self._seeded_rows = [
                 (i, r.generator) for i, r in enumerate(self.running) if r.generator is not None and r.params.temperature
             ]
-        self.buffer.reserve_step()
+        self.buffer.reserve_step(_columns_to_come(self.running))
         logits = self.model(
             input_ids=self.last_tokens[:rows, None],
             attention_mask=self.buffer.attention_mask(),
@@ -395,6 +396,11 @@ class ContinuousBatcher:
         self.admitting = []
         self.buffer.release()
         self._sampling = None
+
+
+def _columns_to_come(requests: list[Request]) -> int:
+    """The most KV columns any of `requests` may still write: one per token it may still be fed."""
+    return max((r.max_new_tokens - len(r.response_ids) for r in requests), default=0)
 
 
 _MIN_SHARED_PREFIX = 16

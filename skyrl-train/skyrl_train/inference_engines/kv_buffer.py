@@ -58,10 +58,12 @@ class KVBuffer:
         layer_kv: list[tuple[torch.Tensor, torch.Tensor]],
         lengths: list[int],
         source_rows: torch.Tensor | None = None,
+        columns_to_come: int | None = None,
     ) -> None:
         """Append rows prefilled together: per layer (keys, values) [m, heads, group_len, dim], the new row i taking
         row `source_rows[i]` of them (default: row i), left-padded with its `lengths[i]` real tokens at the end.
-        They take rows [rows, rows + len(lengths)). Rows are picked one layer at a time (no copy of every layer)."""
+        They take rows [rows, rows + len(lengths)). Rows are picked one layer at a time (no copy of every layer).
+        `columns_to_come`: the most columns any live row may still write (None: unknown), to size the headroom."""
         n, group_len = len(lengths), layer_kv[0][0].shape[2]
         if (
             not self.keys
@@ -69,7 +71,7 @@ class KVBuffer:
             or group_len > self.width
             or self.width + 1 > self.col_capacity
         ):
-            self._relayout(layer_kv, rows_needed=self.rows + n, min_width=group_len)
+            self._relayout(layer_kv, self.rows + n, group_len, columns_to_come)
         first, last = self.rows, self.rows + n
         columns = slice(self.width - group_len, self.width)
         for layer, (k, v) in enumerate(layer_kv):
@@ -78,10 +80,10 @@ class KVBuffer:
         self.start[first:last] = self.width - torch.tensor(lengths, dtype=torch.long)
         self.rows = last
 
-    def reserve_step(self) -> None:
-        """Make room for one more column (call before each decode step)."""
+    def reserve_step(self, columns_to_come: int | None = None) -> None:
+        """Make room for one more column (call before each decode step); `columns_to_come` as in `add_rows`."""
         if self.width + 1 > self.col_capacity:
-            self._relayout(None, rows_needed=self.rows, min_width=0)
+            self._relayout(None, self.rows, 0, columns_to_come)
 
     def write(self, layer: int, key_states: torch.Tensor, value_states: torch.Tensor):
         """Store a decode step's new KV at column `width` and return the layer's live views (keys, values)."""
@@ -118,14 +120,23 @@ class KVBuffer:
         self.start = torch.zeros(0, dtype=torch.long)
         self.rows = self.width = 0
 
-    def _relayout(self, like: list[tuple[torch.Tensor, torch.Tensor]] | None, rows_needed: int, min_width: int):
-        """Reallocate with headroom, moving live columns to the front and right-aligning them at the new width."""
+    def _relayout(
+        self,
+        like: list[tuple[torch.Tensor, torch.Tensor]] | None,
+        rows_needed: int,
+        min_width: int,
+        columns_to_come: int | None,
+    ):
+        """Reallocate with headroom, moving live columns to the front and right-aligning them at the new width. The
+        headroom is half the width (amortised growth), but no more than the live rows can still write when that is
+        known (at least one alignment step): rows that stop within a few dozen tokens need no 50% spare."""
         oldest = int(self.start[: self.rows].min()) if self.rows else self.width
         live_width = self.width - oldest
         width = max(live_width, min_width)
         offset = width - live_width
         row_capacity = max(rows_needed, min(self.max_rows, 2 * self.row_capacity))
-        col_capacity = -(-max(width + _COLUMN_ALIGN, width * 3 // 2) // _COLUMN_ALIGN) * _COLUMN_ALIGN
+        headroom = width // 2 if columns_to_come is None else min(width // 2, columns_to_come)
+        col_capacity = -(-(width + max(_COLUMN_ALIGN, headroom)) // _COLUMN_ALIGN) * _COLUMN_ALIGN
 
         def fresh(like_tensor: torch.Tensor) -> torch.Tensor:
             # Zeros, not empty: padding columns are masked, but must hold finite numbers, because a masked attention

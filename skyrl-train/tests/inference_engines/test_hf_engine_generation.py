@@ -326,9 +326,6 @@ async def test_conversations_behind_a_long_system_prompt_share_its_cached_blocks
     assert len(system) > 2 * BLOCK_TOKENS
     turn1 = [system + token_ids(tiny_tokenizer, f" Question {i}: what was the close of MSFT?") for i in (1, 2)]
     first = await engine.generate({"prompt_token_ids": turn1, "sampling_params": sampling})
-    cache = engine._batcher.prefix_cache
-    entries = list(cache._entries.values())
-    assert len(entries) == 2 and cache.nbytes < sum(entry.nbytes for entry in entries)  # system blocks held once
     turn2 = [
         prompt + response + token_ids(tiny_tokenizer, " Tool result: 317.12. Now answer.")
         for prompt, response in zip(turn1, first["response_ids"], strict=True)
@@ -343,3 +340,14 @@ async def test_conversations_behind_a_long_system_prompt_share_its_cached_blocks
         assert_logprobs_match_full_forward(
             model, prompt, {"response_ids": response_ids, "response_logprobs": logprobs}, temperature=0.7
         )
+    # A finished sequence is cached just after its caller is answered: one more request orders after those inserts.
+    await generate_one(engine, token_ids(tiny_tokenizer, PROMPTS[0]), greedy(1))
+    cache = engine._batcher.prefix_cache
+    conversations = [entry for entry in cache._entries.values() if entry.tokens[: len(system)].tolist() == system]
+    assert [len(entry.tokens) for entry in conversations] == [
+        len(p) + len(r) - 1 for p, r in zip(turn2, second["response_ids"], strict=True)
+    ]
+    one, two = conversations
+    shared_blocks = len(system) // BLOCK_TOKENS
+    assert all(one.blocks[i] is two.blocks[i] for i in range(shared_blocks))  # the system prompt's KV is held once
+    assert cache.nbytes < sum(entry.nbytes for entry in cache._entries.values())
