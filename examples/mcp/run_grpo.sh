@@ -70,7 +70,6 @@ fi
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
     trainer.eval_batch_size=64 \
-    trainer.micro_train_batch_size_per_gpu=4 \
     trainer.eval_interval=8 \
     trainer.max_prompt_length=768 \
     generator.max_input_length=1152 \
