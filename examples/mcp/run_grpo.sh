@@ -9,7 +9,9 @@
 # emits a tool call without them); graded reward (format, tool, arguments, answer: see
 # skyrl_integrations/mcp/scoring.py) whose answer check no other field of the tool output passes; 16 GRPO steps of
 # 4 tasks x 4 samples. It evaluates greedily on the 64 held-out tasks before training and at steps 8 and 16 (42 min
-# measured on 2 shared CPU cores; README gives the figures) and writes a report:
+# measured on 2 shared CPU cores; README gives the figures). The policy update runs one trajectory per micro-batch:
+# multi-turn rows are long, and the prompt prefix they share still runs once per mini-batch (packing), so the update's
+# activations stay small at little cost (benchmarks/README.md, main job memory). It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
 #   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories
 #
@@ -70,8 +72,8 @@ fi
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
     trainer.eval_batch_size=64 \
-    trainer.micro_train_batch_size_per_gpu=4 \
     trainer.eval_interval=8 \
+    trainer.micro_train_batch_size_per_gpu=1 \
     trainer.max_prompt_length=768 \
     generator.max_input_length=1152 \
     "${CPU_TOOL_CALL_OVERRIDES[@]}" \

@@ -150,14 +150,14 @@ class ContinuousBatcher:
     # -- scheduling ---------------------------------------------------------------------------------------------
 
     def _next_prefill_group(self) -> list[Request]:
-        """FIFO head of the queue, as many as fit in free rows and in `max_prefill_tokens` padded tokens to feed (the
-        part of each prompt not in the prefix cache; at least one request, so a longer prompt is prefilled alone)."""
+        """FIFO head of the queue, as many as fit in free rows and in `max_prefill_tokens` padded prompt tokens (at
+        least one request, so a longer prompt is prefilled alone). Tokens taken from the prefix cache count too: the
+        forward holds the KV of every prompt token of every row, cached or not."""
         group: list[Request] = []
         widest = 0
         free_rows = self.max_num_seqs - len(self.running)
         while self.waiting and len(group) < free_rows:
-            prompt = self.waiting[0].prompt_ids
-            padded = max(widest, len(prompt) - self.prefix_cache.match(prompt, self._version)[1])
+            padded = max(widest, len(self.waiting[0].prompt_ids))
             if group and padded * (len(group) + 1) > self.max_prefill_tokens:
                 break
             group.append(self.waiting.popleft())
@@ -201,9 +201,13 @@ class ContinuousBatcher:
         if not keep:
             return
         index = torch.tensor(keep, dtype=torch.long)
-        cache_rows = torch.tensor([source[i] for i in keep], dtype=torch.long)
-        layer_kv = [(layer.keys[cache_rows], layer.values[cache_rows]) for layer in cache.layers]
-        self.buffer.add_rows(layer_kv, [len(group[i].prompt_ids) for i in keep])
+        cache_rows = [source[i] for i in keep]
+        self.buffer.add_rows(
+            [(layer.keys, layer.values) for layer in cache.layers],
+            [len(group[i].prompt_ids) for i in keep],
+            None if cache_rows == list(range(len(prompts))) else torch.tensor(cache_rows, dtype=torch.long),
+            _columns_to_come([*self.running, *(group[i] for i in keep)]),
+        )
         first = len(self.running)
         rows = slice(first, first + len(keep))
         self.seen[rows] = seen[index]
@@ -248,16 +252,15 @@ class ContinuousBatcher:
     @staticmethod
     def _load_prefixes(cache: DynamicCache, entries: list[PrefixEntry | None], reused: list[int], past: int) -> None:
         """Fill `cache` with `past` left-padded columns per row: row i's last `reused[i]` columns from its entry."""
-        donor = next(entry for entry, count in zip(entries, reused, strict=True) if count)
-        for layer, like in enumerate(donor.keys):
-            heads, dim = like.shape[0], like.shape[2]
+        donor = next(entry for entry, count in zip(entries, reused, strict=True) if count).tail_keys
+        layers, heads, dim = donor.shape[0], donor.shape[1], donor.shape[3]
+        for layer in range(layers):
             # Zeros, not empty: padding is masked, but 0 * NaN in the attention would still poison the row.
-            keys = torch.zeros(len(entries), heads, past, dim, dtype=like.dtype, device=like.device)
+            keys = torch.zeros(len(entries), heads, past, dim, dtype=donor.dtype, device=donor.device)
             values = torch.zeros_like(keys)
             for row, (entry, count) in enumerate(zip(entries, reused, strict=True)):
                 if count:
-                    keys[row, :, past - count :] = entry.keys[layer][:, :count]
-                    values[row, :, past - count :] = entry.values[layer][:, :count]
+                    entry.copy_kv(layer, count, keys[row, :, past - count :], values[row, :, past - count :])
             cache.update(keys, values, layer)
 
     def _cache_shared_prefix(self, group: list[Request]) -> None:
@@ -286,7 +289,7 @@ class ContinuousBatcher:
             self._seeded_rows = [
                 (i, r.generator) for i, r in enumerate(self.running) if r.generator is not None and r.params.temperature
             ]
-        self.buffer.reserve_step()
+        self.buffer.reserve_step(_columns_to_come(self.running))
         logits = self.model(
             input_ids=self.last_tokens[:rows, None],
             attention_mask=self.buffer.attention_mask(),
@@ -393,6 +396,11 @@ class ContinuousBatcher:
         self.admitting = []
         self.buffer.release()
         self._sampling = None
+
+
+def _columns_to_come(requests: list[Request]) -> int:
+    """The most KV columns any of `requests` may still write: one per token it may still be fed."""
+    return max((r.max_new_tokens - len(r.response_ids) for r in requests), default=0)
 
 
 _MIN_SHARED_PREFIX = 16

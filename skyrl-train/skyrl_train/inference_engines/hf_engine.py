@@ -74,7 +74,8 @@ class HFInferenceEngine(InferenceEngineInterface):
             decoders only (Llama, Qwen2, Mistral without a sliding window, ...).
         tokenizer: its tokenizer (chat template for `prompts`, decoding, stop strings).
         max_num_seqs: most sequences decoded together in one forward pass.
-        max_prefill_tokens: most padded prompt tokens prefilled by one forward pass (a longer prompt goes alone).
+        max_prefill_tokens: most padded prompt tokens (cached ones included) in one prefill forward pass, which holds
+            their KV (a longer prompt goes alone).
         seed: seed of the engine generator, used by requests without their own `seed`; None draws a random one.
         prefix_cache_bytes: memory for cached prefix KV (least recently used entries go first); 0 turns prefix
             caching off.

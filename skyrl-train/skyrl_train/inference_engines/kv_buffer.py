@@ -53,9 +53,17 @@ class KVBuffer:
         """[rows, 1] position id of the token each row feeds next (= its number of real tokens so far)."""
         return (self.width - self.start[: self.rows])[:, None]
 
-    def add_rows(self, layer_kv: list[tuple[torch.Tensor, torch.Tensor]], lengths: list[int]) -> None:
-        """Append rows prefilled together: per layer (keys, values) [n, heads, group_len, dim], row i left-padded
-        with its `lengths[i]` real tokens at the end. They take rows [rows, rows + n)."""
+    def add_rows(
+        self,
+        layer_kv: list[tuple[torch.Tensor, torch.Tensor]],
+        lengths: list[int],
+        source_rows: torch.Tensor | None = None,
+        columns_to_come: int | None = None,
+    ) -> None:
+        """Append rows prefilled together: per layer (keys, values) [m, heads, group_len, dim], the new row i taking
+        row `source_rows[i]` of them (default: row i), left-padded with its `lengths[i]` real tokens at the end.
+        They take rows [rows, rows + len(lengths)). Rows are picked one layer at a time (no copy of every layer).
+        `columns_to_come`: the most columns any live row may still write (None: unknown), to size the headroom."""
         n, group_len = len(lengths), layer_kv[0][0].shape[2]
         if (
             not self.keys
@@ -63,19 +71,19 @@ class KVBuffer:
             or group_len > self.width
             or self.width + 1 > self.col_capacity
         ):
-            self._relayout(layer_kv, rows_needed=self.rows + n, min_width=group_len)
+            self._relayout(layer_kv, self.rows + n, group_len, columns_to_come)
         first, last = self.rows, self.rows + n
         columns = slice(self.width - group_len, self.width)
         for layer, (k, v) in enumerate(layer_kv):
-            self.keys[layer][first:last, :, columns] = k
-            self.values[layer][first:last, :, columns] = v
+            self.keys[layer][first:last, :, columns] = k if source_rows is None else k[source_rows]
+            self.values[layer][first:last, :, columns] = v if source_rows is None else v[source_rows]
         self.start[first:last] = self.width - torch.tensor(lengths, dtype=torch.long)
         self.rows = last
 
-    def reserve_step(self) -> None:
-        """Make room for one more column (call before each decode step)."""
+    def reserve_step(self, columns_to_come: int | None = None) -> None:
+        """Make room for one more column (call before each decode step); `columns_to_come` as in `add_rows`."""
         if self.width + 1 > self.col_capacity:
-            self._relayout(None, rows_needed=self.rows, min_width=0)
+            self._relayout(None, self.rows, 0, columns_to_come)
 
     def write(self, layer: int, key_states: torch.Tensor, value_states: torch.Tensor):
         """Store a decode step's new KV at column `width` and return the layer's live views (keys, values)."""
@@ -112,14 +120,23 @@ class KVBuffer:
         self.start = torch.zeros(0, dtype=torch.long)
         self.rows = self.width = 0
 
-    def _relayout(self, like: list[tuple[torch.Tensor, torch.Tensor]] | None, rows_needed: int, min_width: int):
-        """Reallocate with headroom, moving live columns to the front and right-aligning them at the new width."""
+    def _relayout(
+        self,
+        like: list[tuple[torch.Tensor, torch.Tensor]] | None,
+        rows_needed: int,
+        min_width: int,
+        columns_to_come: int | None,
+    ):
+        """Reallocate with headroom, moving live columns to the front and right-aligning them at the new width. The
+        headroom is half the width (amortised growth), but no more than the live rows can still write when that is
+        known (at least one alignment step): rows that stop within a few dozen tokens need no 50% spare."""
         oldest = int(self.start[: self.rows].min()) if self.rows else self.width
         live_width = self.width - oldest
         width = max(live_width, min_width)
         offset = width - live_width
         row_capacity = max(rows_needed, min(self.max_rows, 2 * self.row_capacity))
-        col_capacity = -(-max(width + _COLUMN_ALIGN, width * 3 // 2) // _COLUMN_ALIGN) * _COLUMN_ALIGN
+        headroom = width // 2 if columns_to_come is None else min(width // 2, columns_to_come)
+        col_capacity = -(-(width + max(_COLUMN_ALIGN, headroom)) // _COLUMN_ALIGN) * _COLUMN_ALIGN
 
         def fresh(like_tensor: torch.Tensor) -> torch.Tensor:
             # Zeros, not empty: padding columns are masked, but must hold finite numbers, because a masked attention
@@ -129,11 +146,17 @@ class KVBuffer:
                 row_capacity, heads, col_capacity, dim, dtype=like_tensor.dtype, device=like_tensor.device
             )
 
-        keys = [fresh(k) for k in self.keys] if self.keys else [fresh(k) for k, _ in like]
-        values = [fresh(v) for v in self.values] if self.values else [fresh(v) for _, v in like]
-        for new, old in zip(keys + values, self.keys + self.values, strict=False):
-            new[: self.rows, :, offset:width] = old[: self.rows, :, oldest : self.width]
-        self.keys, self.values = keys, values
+        if not self.keys:
+            self.keys, self.values = [fresh(k) for k, _ in like], [fresh(v) for _, v in like]
+        else:
+            # One layer at a time, the old tensor dropped as soon as it is copied: the move holds one extra layer,
+            # not a second buffer.
+            for tensors in (self.keys, self.values):
+                for layer, old in enumerate(tensors):
+                    new = fresh(old)
+                    new[: self.rows, :, offset:width] = old[: self.rows, :, oldest : self.width]
+                    tensors[layer] = new
+                    del old, new
         start = torch.zeros(row_capacity, dtype=torch.long)
         start[: self.rows] = self.start[: self.rows] - oldest + offset
         self.start = start

@@ -9,6 +9,12 @@ Entries are finished sequences (prompt + response) and shared prefixes the batch
 An entry that is a prefix of a newer one is dropped (the newer one serves both); the least recently used entries go
 when the byte budget is exceeded.
 
+Storage is shared between entries in blocks of `BLOCK_TOKENS` tokens: a block holds the KV of one run of tokens
+that follows one exact prefix, so entries that start alike (every conversation behind the same system prompt and
+demonstrations, the turns of one conversation) hold their common blocks once and each keeps only the blocks after
+the point where they differ (plus its last, partial block). The byte budget counts every block once; a block is freed
+when the last entry using it goes.
+
 KV is only valid for the weights that computed it, so the cache is keyed by the weight version (`weight_version`):
 every lookup and insert names the version of the weights in use. Versions only grow, so the first call with a newer
 version drops every entry (none can ever match again), and a call with an older one (a request that started before
@@ -23,18 +29,70 @@ import dataclasses
 import numpy as np
 import torch
 
+BLOCK_TOKENS = 64
+"""Tokens per shared storage block."""
+
+
+@dataclasses.dataclass(eq=False)
+class _Block:
+    """The KV of `BLOCK_TOKENS` tokens following one exact prefix: [layers, kv_heads, BLOCK_TOKENS, head_dim]."""
+
+    key: tuple[int, bytes]
+    """(id of the block before it, or -1 for a sequence's first block; its token ids as bytes)."""
+    id: int
+    keys: torch.Tensor
+    values: torch.Tensor
+    users: int = 0
+    """Entries holding this block."""
+
+    @property
+    def nbytes(self) -> int:
+        return 2 * self.keys.numel() * self.keys.element_size()
+
 
 @dataclasses.dataclass(eq=False)
 class PrefixEntry:
     tokens: np.ndarray
     """[length] int64 token ids."""
-    keys: list[torch.Tensor]
-    """Per layer [kv_heads, length, head_dim]."""
-    values: list[torch.Tensor]
+    blocks: list[_Block]
+    """The KV of the first ``len(blocks) * BLOCK_TOKENS`` tokens, possibly shared with other entries."""
+    tail_keys: torch.Tensor
+    """[layers, kv_heads, length - len(blocks) * BLOCK_TOKENS, head_dim]: the KV of the remaining tokens, own."""
+    tail_values: torch.Tensor
+
+    @property
+    def tail_nbytes(self) -> int:
+        return 2 * self.tail_keys.numel() * self.tail_keys.element_size()
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
+        """Bytes of everything this entry reads, shared blocks included."""
+        return sum(block.nbytes for block in self.blocks) + self.tail_nbytes
+
+    def copy_kv(self, layer: int, length: int, keys_out: torch.Tensor, values_out: torch.Tensor) -> None:
+        """Write the keys and values of the first `length` tokens of `layer` into `keys_out` / `values_out`
+        ([kv_heads, length, head_dim])."""
+        for index, block in enumerate(self.blocks):
+            start = index * BLOCK_TOKENS
+            if start >= length:
+                return
+            count = min(BLOCK_TOKENS, length - start)
+            keys_out[:, start : start + count] = block.keys[layer, :, :count]
+            values_out[:, start : start + count] = block.values[layer, :, :count]
+        start = len(self.blocks) * BLOCK_TOKENS
+        if length > start:
+            keys_out[:, start:length] = self.tail_keys[layer, :, : length - start]
+            values_out[:, start:length] = self.tail_values[layer, :, : length - start]
+
+    def kv(self, layer: int, length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A copy of the keys and values ([kv_heads, length, head_dim]) of the first `length` tokens (default: all)
+        of `layer`."""
+        length = len(self.tokens) if length is None else length
+        shape = (self.tail_keys.shape[1], length, self.tail_keys.shape[3])
+        keys = self.tail_keys.new_empty(shape)
+        values = self.tail_values.new_empty(shape)
+        self.copy_kv(layer, length, keys, values)
+        return keys, values
 
 
 class PrefixCache:
@@ -45,8 +103,11 @@ class PrefixCache:
             raise ValueError("max_bytes must be >= 0 (0 disables the prefix cache)")
         self.max_bytes = max_bytes
         self.nbytes = 0
+        """Bytes held: every block once, plus each entry's tail."""
         self._entries: collections.OrderedDict[int, PrefixEntry] = collections.OrderedDict()
+        self._blocks: dict[tuple[int, bytes], _Block] = {}
         self._next_key = 0
+        self._next_block_id = 0
         self.version: int | None = None
         """The weight version of the entries (None before the first call)."""
 
@@ -86,25 +147,58 @@ class PrefixCache:
         tokens = np.asarray(token_ids, dtype=np.int64)
         if any(layer.shape[1] != len(tokens) for layer in (*keys, *values)):
             raise ValueError(f"KV length does not match the {len(tokens)} tokens being cached")
-        for key, entry in list(self._entries.items()):
+        covered = []
+        for key, entry in self._entries.items():
             shared = common_prefix_length(entry.tokens, tokens, len(tokens))
             if shared == len(tokens):  # already covered by an entry at least as long
                 self._entries.move_to_end(key)
                 return
             if shared == len(entry.tokens):  # the new entry covers this one
-                self._remove(key)
-        entry = PrefixEntry(tokens, [k.clone() for k in keys], [v.clone() for v in values])
+                covered.append(key)
+        entry = self._new_entry(tokens, keys, values)
         if entry.nbytes > self.max_bytes:
+            self._release(entry)
             return
+        for key in covered:  # after the new entry took their blocks, so that shared blocks are kept, not re-copied
+            self._remove(key)
         self._entries[self._next_key] = entry
         self._next_key += 1
-        self.nbytes += entry.nbytes
         while self.nbytes > self.max_bytes:
             self._remove(next(iter(self._entries)))
 
     def clear(self) -> None:
         self._entries.clear()
+        self._blocks.clear()
         self.nbytes = 0
+
+    def _new_entry(self, tokens: np.ndarray, keys: list[torch.Tensor], values: list[torch.Tensor]) -> PrefixEntry:
+        """An entry for `tokens` holding the existing blocks of its prefix and new copies of the rest (counted in
+        `nbytes`)."""
+        blocks, previous = [], -1
+        for start in range(0, len(tokens) - BLOCK_TOKENS + 1, BLOCK_TOKENS):
+            end = start + BLOCK_TOKENS
+            key = (previous, tokens[start:end].tobytes())
+            block = self._blocks.get(key)
+            if block is None:
+                block = _Block(key, self._next_block_id, *_stack(keys, values, start, end))
+                self._next_block_id += 1
+                self._blocks[key] = block
+                self.nbytes += block.nbytes
+            block.users += 1
+            blocks.append(block)
+            previous = block.id
+        entry = PrefixEntry(tokens, blocks, *_stack(keys, values, len(blocks) * BLOCK_TOKENS, len(tokens)))
+        self.nbytes += entry.tail_nbytes
+        return entry
+
+    def _release(self, entry: PrefixEntry) -> None:
+        """Give back what `entry` holds: its tail, and each block no other entry uses."""
+        self.nbytes -= entry.tail_nbytes
+        for block in entry.blocks:
+            block.users -= 1
+            if block.users == 0:
+                del self._blocks[block.key]
+                self.nbytes -= block.nbytes
 
     def _at_version(self, version: int) -> bool:
         """Move the cache to `version` if it is newer (dropping every entry); False if it is older."""
@@ -116,7 +210,14 @@ class PrefixCache:
         return True
 
     def _remove(self, key: int) -> None:
-        self.nbytes -= self._entries.pop(key).nbytes
+        self._release(self._entries.pop(key))
+
+
+def _stack(
+    keys: list[torch.Tensor], values: list[torch.Tensor], start: int, end: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copies of tokens [start, end) of every layer: ([layers, kv_heads, end - start, head_dim]) x 2."""
+    return torch.stack([k[:, start:end] for k in keys]), torch.stack([v[:, start:end] for v in values])
 
 
 def common_prefix_length(a: np.ndarray, b: np.ndarray, limit: int) -> int:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams, StopReason
+from skyrl_train.inference_engines.prefix_cache import BLOCK_TOKENS
 
 from .conftest import MODEL_KINDS, build_model
 
@@ -314,3 +315,39 @@ async def test_after_a_weight_update_between_sleep_and_wake_up_generation_uses_o
     expected = model.generate(input_ids=torch.tensor([continued]), max_new_tokens=6, min_new_tokens=6, do_sample=False)
     assert output["response_ids"] == expected[0, len(continued) :].tolist()
     assert engine.stats.cached_prompt_tokens == 0
+
+
+async def test_conversations_behind_a_long_system_prompt_share_its_cached_blocks_and_resume_exactly(
+    any_engine, any_model, tiny_tokenizer
+):
+    engine, model = any_engine, any_model
+    sampling = SamplingParams(temperature=0.7, max_generate_length=8, additional_kwargs={"ignore_eos": True})
+    system = token_ids(tiny_tokenizer, SYSTEM * 4)
+    assert len(system) > 2 * BLOCK_TOKENS
+    turn1 = [system + token_ids(tiny_tokenizer, f" Question {i}: what was the close of MSFT?") for i in (1, 2)]
+    first = await engine.generate({"prompt_token_ids": turn1, "sampling_params": sampling})
+    turn2 = [
+        prompt + response + token_ids(tiny_tokenizer, " Tool result: 317.12. Now answer.")
+        for prompt, response in zip(turn1, first["response_ids"], strict=True)
+    ]
+    cached_before = engine.stats.cached_prompt_tokens
+    second = await engine.generate({"prompt_token_ids": turn2, "sampling_params": sampling})
+    # everything but each turn's last sampled token (never fed) comes from the cache, across block boundaries
+    assert engine.stats.cached_prompt_tokens - cached_before == sum(
+        len(prompt) + len(response) - 1 for prompt, response in zip(turn1, first["response_ids"], strict=True)
+    )
+    for prompt, response_ids, logprobs in zip(turn2, second["response_ids"], second["response_logprobs"], strict=True):
+        assert_logprobs_match_full_forward(
+            model, prompt, {"response_ids": response_ids, "response_logprobs": logprobs}, temperature=0.7
+        )
+    # A finished sequence is cached just after its caller is answered: one more request orders after those inserts.
+    await generate_one(engine, token_ids(tiny_tokenizer, PROMPTS[0]), greedy(1))
+    cache = engine._batcher.prefix_cache
+    conversations = [entry for entry in cache._entries.values() if entry.tokens[: len(system)].tolist() == system]
+    assert [len(entry.tokens) for entry in conversations] == [
+        len(p) + len(r) - 1 for p, r in zip(turn2, second["response_ids"], strict=True)
+    ]
+    one, two = conversations
+    shared_blocks = len(system) // BLOCK_TOKENS
+    assert all(one.blocks[i] is two.blocks[i] for i in range(shared_blocks))  # the system prompt's KV is held once
+    assert cache.nbytes < sum(entry.nbytes for entry in cache._entries.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from skyrl_train.inference_engines.prefix_cache import PrefixCache
+from skyrl_train.inference_engines.prefix_cache import BLOCK_TOKENS, PrefixCache
 
 LAYERS, HEADS, DIM = 2, 1, 4
 BYTES_PER_TOKEN = LAYERS * 2 * HEADS * DIM * 4  # keys + values, fp32
@@ -45,7 +45,7 @@ def test_an_entry_covered_by_a_longer_one_is_not_kept_twice():
     insert(cache, [1, 2])  # already covered
     assert len(cache) == 1
     entry, _ = cache.match([1, 2, 3, 4, 5, 6], V)
-    assert entry.keys[1][0, 4].tolist() == [1, 4, 5, 0] and entry.values[0][0, 2].tolist() == [0.5, 2.5, 3.5, 0.5]
+    assert entry.kv(1)[0][0, 4].tolist() == [1, 4, 5, 0] and entry.kv(0)[1][0, 2].tolist() == [0.5, 2.5, 3.5, 0.5]
 
 
 def test_the_least_recently_used_entries_go_when_the_byte_budget_is_exceeded():
@@ -66,7 +66,7 @@ def test_inserted_kv_is_copied_so_the_caller_may_overwrite_its_buffer():
     keys, values = kv([5, 6])
     cache.insert([5, 6], keys, values, V)
     keys[0].zero_()
-    assert cache.match([5, 6, 7], V)[0].keys[0][0, 1].tolist() == [0, 1, 6, 0]
+    assert cache.match([5, 6, 7], V)[0].kv(0)[0][0, 1].tolist() == [0, 1, 6, 0]
 
 
 def test_disabled_cache_stores_nothing_and_bad_arguments_are_refused():
@@ -102,3 +102,45 @@ def test_kv_computed_under_an_older_weight_version_is_not_cached():
     assert cache.match([1, 2, 3, 4, 5, 6], 5)[0].tokens.tolist() == [1, 2, 3]
     insert(cache, [7, 8, 9], version=6)
     assert len(cache) == 1 and cache.match([1, 2, 3, 4], 6) == (None, 0)
+
+
+def test_entries_that_start_alike_hold_their_common_blocks_once():
+    cache = PrefixCache(max_bytes=10**6)
+    system = list(range(100, 100 + 2 * BLOCK_TOKENS + 10))  # two full blocks and 10 tokens in common
+    first, second = system + [1] * 30, system + [2] * 30
+    insert(cache, first)
+    insert(cache, second)
+    # each entry: 2 full blocks + a tail of 40; the 2 blocks of the common prefix are stored once
+    assert cache.nbytes == (2 * BLOCK_TOKENS + 2 * 40) * BYTES_PER_TOKEN
+    for tokens in (first, second):
+        entry, length = cache.match(tokens + [7], V)
+        assert length == len(tokens) and entry.tokens.tolist() == tokens
+        keys, values = entry.kv(1)
+        expected, _ = kv(tokens)
+        assert torch.equal(keys, expected[1]) and torch.equal(values, expected[1] + 0.5)
+
+
+def test_a_block_is_freed_with_the_last_entry_using_it():
+    prefix = list(range(BLOCK_TOKENS))  # exactly one block
+    cache = PrefixCache(max_bytes=(BLOCK_TOKENS + 2 * 3) * BYTES_PER_TOKEN)
+    insert(cache, prefix + [1, 1, 1])
+    insert(cache, prefix + [2, 2, 2])
+    assert len(cache) == 2 and cache.nbytes == (BLOCK_TOKENS + 6) * BYTES_PER_TOKEN
+    insert(cache, prefix + [3, 3, 3])  # over budget: the least recently used entry goes, the shared block stays
+    assert len(cache) == 2 and cache.nbytes == (BLOCK_TOKENS + 6) * BYTES_PER_TOKEN
+    assert cache.match(prefix + [1, 1, 1, 9], V)[1] == BLOCK_TOKENS
+    insert(cache, [5] * (BLOCK_TOKENS + 3))  # shares nothing: both older entries, and the shared block, go
+    assert len(cache) == 1 and cache.nbytes == (BLOCK_TOKENS + 3) * BYTES_PER_TOKEN
+
+
+def test_a_longer_turn_replacing_its_shorter_entry_keeps_the_shared_blocks():
+    turn1 = list(range(2 * BLOCK_TOKENS + 5))
+    turn2 = turn1 + list(range(500, 500 + BLOCK_TOKENS))
+    cache = PrefixCache(max_bytes=10**6)
+    insert(cache, turn1)
+    insert(cache, turn2)
+    assert len(cache) == 1 and cache.nbytes == len(turn2) * BYTES_PER_TOKEN
+    entry, length = cache.match(turn2 + [1], V)
+    assert length == len(turn2)
+    keys, _ = entry.kv(0, length=2 * BLOCK_TOKENS + 7)  # crosses from the blocks into the tail
+    assert torch.equal(keys, kv(turn2)[0][0][:, : 2 * BLOCK_TOKENS + 7])
