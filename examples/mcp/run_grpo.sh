@@ -6,10 +6,12 @@
 # tools of the market server (closing price of a stock, closing price of a coin named without its symbol, revenue,
 # EPS), balanced in train (64) and held-out eval (64) and in every training batch (one group per template); every
 # prompt lists all six market tools; two worked demonstrations on tools no template uses (a 135M model almost never
-# emits a tool call without them); graded reward (format, tool, arguments, answer: see
-# skyrl_integrations/mcp/scoring.py) whose answer check no other field of the tool output passes; 16 GRPO steps of
-# 4 tasks x 4 samples. It evaluates greedily on the 64 held-out tasks before training and at steps 8 and 16 (42 min
-# measured on 2 shared CPU cores; README gives the figures). The policy update runs one trajectory per micro-batch:
+# emits a tool call without them); graded reward (tool, arguments, answer: see skyrl_integrations/mcp/scoring.py)
+# whose answer check no other field of the tool output passes, without the credit for any executed call (with it GRPO
+# moves every question onto whichever tool always runs, a demonstration's: learnings/main-job-tool-choice.md);
+# sampling at temperature 0.4, so that groups of the untrained model carry right calls; 16 GRPO steps of 4 tasks x 4
+# samples. It evaluates greedily on the 64 held-out tasks before training and at steps 8 and 16 (~35 min measured on
+# 2 shared CPU cores; README gives the figures). The policy update runs one trajectory per micro-batch:
 # multi-turn rows are long, and the prompt prefix they share still runs once per mini-batch (packing), so the update's
 # activations stay small at little cost (benchmarks/README.md, main job memory). It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
@@ -77,6 +79,8 @@ fi
     trainer.max_prompt_length=768 \
     generator.max_input_length=1152 \
     "${CPU_TOOL_CALL_OVERRIDES[@]}" \
+    generator.sampling_params.temperature=0.4 \
+    +environment.skyrl_gym.mcp_tool.reward_weights.format=0 \
     trainer.ckpt_interval=8 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \
