@@ -130,6 +130,14 @@ class PPOTrainer:
         resume_from = self.checkpoints.resolve_resume(t.resume_mode, t.resume_path)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
+            if self.global_step >= self.total_steps:
+                logger.warning(
+                    "%s is at step %d of %d: nothing left to train (trainer.resume_mode=none or another "
+                    "trainer.ckpt_path starts a new run)",
+                    resume_from,
+                    self.global_step,
+                    self.total_steps,
+                )
         await self.sync_weights(self.global_step)  # engines holding their own weights generate with the resumed ones
         memory = PeakRSS()  # its first interval runs from the process start: model loading counts in it
         if t.eval_interval > 0 and t.eval_before_train and self.eval_loader is not None:

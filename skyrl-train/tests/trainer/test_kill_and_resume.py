@@ -127,3 +127,8 @@ def test_killed_runs_resume_from_the_last_complete_checkpoint_at_the_same_data_p
         "global_step_6",
         LATEST_CKPT_FILE,
     ]
+
+    again = train(run, data_dir, tiny_model, strategy=strategy)  # the same command once more: nothing to train
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"global_step_{STEPS} is at step {STEPS} of {STEPS}: nothing left to train" in again.stderr
+    assert latest(run) == STEPS
