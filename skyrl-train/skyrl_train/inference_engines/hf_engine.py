@@ -192,6 +192,13 @@ class HFInferenceEngine(InferenceEngineInterface):
             self._abort_requested = True
             self._cond.notify_all()
 
+    async def wait_idle(self) -> None:
+        """Wait until no request is in flight and the scheduler thread has handed the model back (training mode and
+        weights as before generation, the LoRA adapter unfolded), keeping the prefix cache. A colocated trainer must
+        not change the weights before this (or `sleep`) returns: results are delivered while the thread still holds
+        the model."""
+        await asyncio.to_thread(self._wait_idle)
+
     async def sleep(self) -> None:
         """Wait until no request is in flight, then refuse new ones until `wake_up` (the trainer's turn, when the
         weights may change). Drops the prefix cache (the running batch's KV is already freed when it is empty) and
@@ -350,9 +357,16 @@ class HFInferenceEngine(InferenceEngineInterface):
                 text = text[: end + len(request.matched_stop)]
         return text
 
+    def _wait_idle(self) -> None:
+        with self._cond:
+            self._cond.wait_for(self._is_idle)
+
+    def _is_idle(self) -> bool:
+        return (self._idle and not self._inbox) or self._stopping or self._dead is not None
+
     def _wait_idle_and_sleep(self) -> None:
         with self._cond:
-            self._cond.wait_for(lambda: (self._idle and not self._inbox) or self._stopping or self._dead is not None)
+            self._cond.wait_for(self._is_idle)
             self._asleep = True
             # The scheduler thread is parked (idle) or gone, so the cache has no other user right now.
             self._batcher.prefix_cache.clear()

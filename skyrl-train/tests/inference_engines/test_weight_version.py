@@ -56,6 +56,7 @@ async def colocated(request, tiny_model, tiny_tokenizer):
     await generate(engine, prompt)
     _, cached = await generate(engine, prompt)
     assert cached == len(prompt) - 1  # same weights: the whole prompt but its last token is reused
+    await engine.wait_idle()  # the trainer's turn (as `sleep` gives it, but keeping the cache under test)
     yield policy, engine, prompt
     await engine.teardown()
 
