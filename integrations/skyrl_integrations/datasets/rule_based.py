@@ -63,7 +63,8 @@ FREE_TEXT_ARGUMENTS: dict[tuple[str, str], frozenset[str]] = {
 EXTRA_TOOL_BUDGET = 3
 """``limits.max_tools`` = steps + this: room for a lookup or a retry with another tool before the reward is capped."""
 EXTRA_TURNS = 1
-"""``max_turns`` = a turn per step, one to answer, and this many more: room for a look-up or a corrected call."""
+"""Default ``extra_turns``: ``max_turns`` = a turn per step, one to answer, and this many more (room for a look-up
+or a corrected call)."""
 MAX_ATTEMPTS_PER_TASK = 40
 
 
@@ -693,6 +694,7 @@ def generate_tasks(
     servers: Sequence[str] = ("market",),
     templates: Sequence[str] | None = None,
     balance_templates: bool = False,
+    extra_turns: int = EXTRA_TURNS,
     runner: ToolRunner | None = None,
 ) -> list[TaskRow]:
     """``train_size`` + ``val_size`` distinct tasks, each in the split ``io.split_for(task_id, val_ratio)`` assigns
@@ -701,13 +703,16 @@ def generate_tasks(
     Each task draws a complexity uniformly from ``complexities``, then a template uniformly from those of that
     complexity whose servers are all in ``servers`` (and, if given, whose name is in ``templates``). With
     ``balance_templates`` every eligible template gets an equal share of each split instead (the first templates
-    one more when a split does not divide evenly).
+    one more when a split does not divide evenly). A task's ``max_turns`` is a turn per tool call of its solution, one
+    to answer, and ``extra_turns`` more.
 
     Every row offers the agent every tool of ``servers`` (``extra_info.servers`` / ``extra_info.tools``), so the
     tool is the agent's choice; ``data_source`` is ``mcp/<server of the first call>/<template>``, so eval figures
     come per template."""
     if train_size < 0 or val_size < 0 or train_size + val_size == 0:
         raise TaskGenerationError(f"need a positive number of tasks, got train={train_size} validation={val_size}")
+    if extra_turns < 0:
+        raise TaskGenerationError(f"extra_turns must be >= 0, got {extra_turns}")
     options = _options(complexities, servers, templates)
     val_ratio = val_size / (train_size + val_size)
     wanted = {"train": train_size, "validation": val_size}
@@ -762,7 +767,7 @@ def generate_tasks(
                     tools=offered,
                     max_servers=len({step.server for step in ran.steps}),
                     max_tools=len(ran.steps) + EXTRA_TOOL_BUDGET,
-                    max_turns=len(ran.steps) + 1 + EXTRA_TURNS,
+                    max_turns=len(ran.steps) + 1 + extra_turns,
                     split=split,
                     data_source=f"{DATA_SOURCE_PREFIX}{ran.steps[0].server}/{template.name}",
                     extra={"template": template.name, "generator": "rule_based"},
@@ -798,6 +803,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--balance-templates", action="store_true", help="give every template an equal share of each split"
     )
+    parser.add_argument(
+        "--extra-turns",
+        type=int,
+        default=EXTRA_TURNS,
+        help=f"turns per task beyond one per tool call and one to answer (default {EXTRA_TURNS})",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--no-jsonl", action="store_true", help="write only the .parquet files")
     args = parser.parse_args(argv)
@@ -809,6 +820,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         servers=args.servers,
         templates=args.templates,
         balance_templates=args.balance_templates,
+        extra_turns=args.extra_turns,
     )
     paths = write_dataset(
         tasks,

@@ -185,6 +185,18 @@ def test_cli_writes_the_requested_split_sizes(tmp_path):
     }
 
 
+def test_extra_turns_sets_each_rows_turn_budget_beyond_its_calls(tmp_path):
+    args = ["--train-size", "4", "--val-size", "0", "--complexities", "single,multi_step"]
+    main(["--output-dir", str(tmp_path / "default"), *args])
+    main(["--output-dir", str(tmp_path / "more"), *args, "--extra-turns", "2"])
+    for folder, extra in (("default", 1), ("more", 2)):
+        rows = pq.read_table(tmp_path / folder / "train.parquet").to_pylist()
+        truths = [r["reward_spec"]["ground_truth"] for r in rows]
+        assert [t["max_turns"] for t in truths] == [len(t["tool_sequence"]) + 1 + extra for t in truths]
+    with pytest.raises(TaskGenerationError, match="extra_turns must be >= 0, got -1"):
+        generate_tasks(1, 0, extra_turns=-1)
+
+
 def test_unknown_server_is_rejected_naming_the_known_ones():
     with pytest.raises(TaskGenerationError, match=r"servers must be a non-empty subset of \['market', 'python', 'search', 'slack'\]"):  # fmt: skip
         generate_tasks(1, 0, servers=["weather"])
