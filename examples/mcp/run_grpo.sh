@@ -22,9 +22,7 @@
 #   ENGINE=vllm bash examples/mcp/run_grpo.sh               # rollouts from vLLM (CPU_VLLM_OVERRIDES)
 #
 # Environment knobs: OUT (output folder), TRAIN_SIZE / VAL_SIZE (tasks generated), TEMPLATES (task templates of
-# the rule-based generator; see `python -m skyrl_integrations.datasets.rule_based --help`), SERVERS, COMPLEXITIES,
-# EXTRA_TURNS (turns per task beyond one per call and one to answer; the episode's limit is the smaller of the row's
-# and generator.max_turns).
+# the rule-based generator; see `python -m skyrl_integrations.datasets.rule_based --help`), SERVERS, COMPLEXITIES.
 # The data is generated once into $OUT/data; change OUT (or delete that folder) after changing these knobs.
 #
 # Bigger settings go through the same overrides and knobs: a bigger model, all servers, multi-step tasks, more steps.
@@ -60,12 +58,11 @@ VAL_SIZE="${VAL_SIZE:-64}"
 SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single}"
 TEMPLATES="${TEMPLATES-close_price,crypto_close_by_name,revenue,eps}"
-EXTRA_TURNS="${EXTRA_TURNS:-2}"
 
 if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
     "$python" -m skyrl_integrations.datasets.rule_based --output-dir "$DATA" --train-size "$TRAIN_SIZE" \
         --val-size "$VAL_SIZE" --servers "$SERVERS" --complexities "$COMPLEXITIES" \
-        --extra-turns "$EXTRA_TURNS" ${TEMPLATES:+--templates "$TEMPLATES" --balance-templates} --seed 0
+        ${TEMPLATES:+--templates "$TEMPLATES" --balance-templates} --seed 0
     "$python" -m skyrl_integrations.datasets.validate "$DATA/train.parquet" "$DATA/validation.parquet"
 fi
 
@@ -80,11 +77,11 @@ fi
     trainer.eval_interval=8 \
     trainer.micro_train_batch_size_per_gpu=1 \
     trainer.max_prompt_length=768 \
-    generator.max_input_length=1408 \
+    generator.max_input_length=1152 \
     "${CPU_TOOL_CALL_OVERRIDES[@]}" \
-    generator.max_turns=4 \
     generator.sampling_params.temperature=0.4 \
     +environment.skyrl_gym.mcp_tool.reward_weights.format=0 \
+    "+environment.skyrl_gym.mcp_tool.last_turn_note=''" \
     trainer.ckpt_interval=8 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \

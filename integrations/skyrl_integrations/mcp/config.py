@@ -1,7 +1,7 @@
 """`MCPEnvConfig`: the `environment.skyrl_gym.mcp_tool` block, validated, and which servers/tools a row uses.
 
 Keys (all optional; documented on `MCPToolEnv`): servers, allowed_tools, call_timeout_s, connect_timeout_s,
-retries, max_output_chars, max_calls_per_turn, tool_prompt, terminal_tools, demonstrations, reward_weights. An
+retries, max_output_chars, max_calls_per_turn, tool_prompt, terminal_tools, demonstrations, reward_weights, last_turn_note. An
 unknown key is an error naming it, so a typo does not silently fall back to a default.
 """
 
@@ -20,6 +20,7 @@ from skyrl_integrations.mcp.spec import MCPServerSpec
 from skyrl_train.generators.utils import to_plain
 
 WHERE = "environment.skyrl_gym.mcp_tool"
+LAST_TURN_NOTE = "This is your last turn: reply with your final answer, without a tool call."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,7 @@ class MCPEnvConfig:
     terminal_tools: frozenset[str] = frozenset()
     demonstrations: tuple[dict[str, str], ...] = ()
     reward_weights: RewardWeights = DEFAULT_REWARD_WEIGHTS
+    last_turn_note: str = LAST_TURN_NOTE
 
     @classmethod
     def from_env_config(cls, env_config: Any) -> MCPEnvConfig:
@@ -69,6 +71,8 @@ class MCPEnvConfig:
         for key, low in (("retries", 0), ("max_output_chars", 1), ("max_calls_per_turn", 1)):
             if int(getattr(self, key)) < low:
                 raise ValueError(f"{WHERE}.{key}: must be >= {low}, got {getattr(self, key)!r}")
+        if not isinstance(self.last_turn_note, str):
+            raise ValueError(f"{WHERE}.last_turn_note: expected a string, got {self.last_turn_note!r}")
         if self.tool_prompt not in TOOL_PROMPT_STYLES:
             raise ValueError(f"{WHERE}.tool_prompt: expected one of {TOOL_PROMPT_STYLES}, got {self.tool_prompt!r}")
 

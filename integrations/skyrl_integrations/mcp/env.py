@@ -23,7 +23,7 @@ from typing import Any
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 from skyrl_integrations.mcp.client import MCPToolGroup, ToolResult, run_blocking
-from skyrl_integrations.mcp.config import MCPEnvConfig
+from skyrl_integrations.mcp.config import LAST_TURN_NOTE, MCPEnvConfig
 from skyrl_integrations.mcp.metrics import EpisodeCounters, aggregate_metrics
 from skyrl_integrations.mcp.prompt import build_prompt
 from skyrl_integrations.mcp.scoring import CallRecord, EpisodeRecord, GroundTruth, Score, score_episode
@@ -32,7 +32,6 @@ from skyrl_integrations.tool_parser import ParseFailure, ToolCall, parse_tool_ca
 DEFAULT_MAX_TURNS = 5
 """When neither the row's ground truth nor the generator sets `max_turns`."""
 INFRA_FAILURE_SERVER_CRASHED = "tool_server_crashed"
-LAST_TURN_NOTE = "This is your last turn: reply with your final answer, without a tool call."
 FORMAT_REMINDER = (
     'Call a tool with <tool_call>{"name": "<tool name>", "arguments": {...}}</tool_call>, '
     "or reply without a tool call to give your final answer."
@@ -62,6 +61,8 @@ class MCPToolEnv(BaseTextEnv):
       holding that list.
     - ``reward_weights`` (format 0.1, tools 0.2, params 0.2, answer 0.5): the weight of each reward component
       (`scoring.RewardWeights`); a mapping of the ones to change, e.g. ``{format: 0}``.
+    - ``last_turn_note`` (`LAST_TURN_NOTE`): appended to the observation before the episode's last turn; "" for
+      none.
 
     From the row (``extras``): ``reward_spec.ground_truth`` (required), ``extra_info.servers`` /
     ``extra_info.tools``, and ``max_turns``: the episode's limit is the smaller of the ground truth's
@@ -166,8 +167,8 @@ class MCPToolEnv(BaseTextEnv):
             return self._finish(_observation(parts), "terminal_tool", metadata)
         if self.turns >= self.max_turns:
             return self._finish(_observation(parts), "max_turns", metadata)
-        if self.turns == self.max_turns - 1:
-            parts.append(LAST_TURN_NOTE)
+        if self.turns == self.max_turns - 1 and self.config.last_turn_note:
+            parts.append(self.config.last_turn_note)
         return BaseTextEnvStepOutput(observations=_observation(parts), reward=0.0, done=False, metadata=metadata)
 
     def close(self) -> None:

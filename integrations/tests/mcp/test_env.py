@@ -157,6 +157,14 @@ def test_max_turns_ends_the_episode_with_partial_credit(make_env):
     assert last["reward"] == pytest.approx(0.5 / 1.0)  # format 0.1 + tools 0.2 + params 0.2, no answer
 
 
+@pytest.mark.parametrize("note", ["Answer now.", ""])
+def test_the_last_turn_note_is_configurable_and_can_be_left_out(make_env, note):
+    env = started(make_env(max_turns=2, last_turn_note=note))
+    content = env.step(ADD_2_3)["observations"][0]["content"]
+    assert content.endswith("Answer now.") if note else (content == "Tool result (add):\n5.0")
+    assert LAST_TURN_NOTE not in content
+
+
 def test_reward_weights_from_the_env_config_score_the_episode(make_env):
     env = started(make_env(max_turns=2, reward_weights={"format": 0, "answer": 0.8}))
     env.step(ADD_2_3)

@@ -52,7 +52,7 @@ import torch
 
 from skyrl_train.algorithms import PolicyLossRegistry, compute_approx_kl, compute_loss_normalizer, reduce_loss
 from skyrl_train.algorithms.off_policy import OffPolicyStats, correction_factor, finalize_is_ratio_std
-from skyrl_train.algorithms.policy_losses import LOG_RATIO_CLAMP
+from skyrl_train.algorithms.policy_losses import LOG_RATIO_CLAMP, PolicyLossType
 from skyrl_train.models import load_causal_lm
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.forward import (
@@ -73,6 +73,9 @@ __all__ = ["PolicyWorker"]
 logger = logging.getLogger(__name__)
 
 LOSS_METRICS_PREFIX = "loss_metrics/"
+ZERO_AT_ZERO_ADVANTAGE = frozenset(PolicyLossType)
+"""Policy losses whose per-token loss is ``A`` times a finite factor, hence zero with a zero gradient where the
+advantage ``A`` is zero (a registered custom loss is not assumed to be)."""
 
 
 class PolicyWorker(TrainableWorker):
@@ -223,6 +226,14 @@ class PolicyWorker(TrainableWorker):
         if correction is not None:
             metrics.update(_correction_metrics(correction.stats, info))
         return loss, metrics
+
+    def _adds_no_gradient(self, micro_batch: TrainingInputBatch) -> bool:
+        """A built-in policy loss is zero, and so is its gradient, on tokens whose advantage is zero; a KL or entropy
+        term is not."""
+        algo = self.algorithm_config
+        if algo.use_kl_loss or algo.use_entropy_loss or algo.policy_loss_type not in ZERO_AT_ZERO_ADVANTAGE:
+            return False
+        return not bool(micro_batch["advantages"][micro_batch["loss_mask"] > 0].any())
 
     def _finalize_step_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
         if "ratio_sq_dev_mean" in metrics:

@@ -91,6 +91,8 @@ class SharedPrefix:
         gradient through the prefix's layers."""
         if not self._deferred:
             raise RuntimeError("backward() is for a prefix built with for_micro_batches and grad enabled")
+        if all(leaf.grad is None for leaf_kv in self._kv for leaf in leaf_kv):
+            return  # no micro-batch ran a backward
         computed = self._forward() if self._recompute else self._computed
         pairs = [
             (tensor, leaf.grad)

@@ -186,6 +186,10 @@ class TrainableWorker:
         """Turn the summed micro-batch metrics of one step into reported values (default: unchanged)."""
         return metrics
 
+    def _adds_no_gradient(self, micro_batch: TrainingInputBatch) -> bool:
+        """Whether the micro-batch's loss has a zero gradient whatever the weights (default: never assumed)."""
+        return False
+
     # ----------------------------------------------------------------------------------------- training
 
     @property
@@ -197,6 +201,11 @@ class TrainableWorker:
         """Accumulate the gradient of the mini-batch loss, one micro-batch of ``micro_batch_size`` rows at a time.
 
         Returns the step's metrics (unprefixed): exact mini-batch values whatever the micro-batch size.
+
+        A micro-batch whose loss has a zero gradient (``_adds_no_gradient`` on every data-parallel rank, e.g. GRPO
+        groups whose rewards were all equal) runs its forward without autograd, for its metrics, and no backward:
+        the same gradient and metrics without the backward's cost. If no micro-batch ran a backward, the gradient is set
+        to zero, so that the optimizer step is the one a zero gradient gives (AdamW's moments still move the weights).
         """
         self.model.train()
         masks = self._gather(mini_batch["loss_mask"])
@@ -207,10 +216,18 @@ class TrainableWorker:
             num_sequences=max(sum(float((mask.sum(dim=-1) > 0).sum()) for mask in masks), 1.0),
         )
         metrics: dict[str, float] = {}
+        backward_ran = False
         for micro_batch in mini_batch.chunk(micro_batch_size):
-            loss, micro_metrics = self._micro_batch_loss(micro_batch, info)
-            (loss * self._gradient_scale if self._gradient_scale != 1 else loss).backward()
+            needs_backward = not all(self._gather(self._adds_no_gradient(micro_batch)))
+            with torch.set_grad_enabled(needs_backward):
+                loss, micro_metrics = self._micro_batch_loss(micro_batch, info)
+            if needs_backward:
+                (loss * self._gradient_scale if self._gradient_scale != 1 else loss).backward()
+                backward_ran = True
             combine_micro_metrics(metrics, micro_metrics)
+        if not backward_ran:
+            for param in self._params:
+                param.grad = torch.zeros_like(param)
         combined: dict[str, float] = {}
         for rank_metrics in self._gather(metrics):
             combine_micro_metrics(combined, rank_metrics)

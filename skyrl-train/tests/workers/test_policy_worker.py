@@ -286,3 +286,62 @@ def test_a_custom_registered_policy_loss_receives_the_algorithm_config(build_pol
         PolicyLossRegistry.unregister("test_surrogate")
     assert len(received) == 2 and all(config is worker.algorithm_config for config in received)  # per micro-batch
     assert isinstance(received[0], AlgorithmConfig) and received[0].eps_clip_high == 0.28
+
+
+def _update_with_and_without_the_zero_advantage_skip(build_policy, batch, on_policy, monkeypatch, **algorithm):
+    """The same update twice from the same weights: as shipped, then with every micro-batch run with a backward.
+    Returns both runs' (metrics, weights after the step), the weights before it, and whether each micro-batch of the
+    first run ran with grad."""
+    runs, with_grad = [], []
+    for skip in (True, False):
+        torch.manual_seed(0)
+        worker = build_policy(lora_rank=4, sample_packing=True, **algorithm)
+        randomize_lora_b(worker.model, seed=1)
+        if not skip:
+            monkeypatch.setattr(worker, "_adds_no_gradient", lambda micro_batch: False)
+        loss_fn = worker._micro_batch_loss
+        monkeypatch.setattr(
+            worker, "_micro_batch_loss", lambda *args: with_grad.append(torch.is_grad_enabled()) or loss_fn(*args)
+        )
+        update = batch.select(list(batch.keys()))
+        on_policy(worker, update)
+        before = _params(worker)
+        metrics = worker.ppo_train(update, mini_batch_size=4, micro_batch_size=1)
+        runs.append((metrics, _params(worker)))
+    return runs, before, with_grad[:4]
+
+
+@pytest.mark.parametrize("advantages", ["two_rows_zero", "all_zero"])
+def test_zero_advantage_micro_batches_skip_their_backward_with_the_same_step_and_metrics(
+    build_policy, make_batch, on_policy, monkeypatch, advantages
+):
+    batch = make_batch(prompt_lengths=(40, 40, 40, 40))  # a shared prompt prefix: the packed update shares it
+    batch["sequences"][1:, : batch["sequences"].shape[1] - 4] = batch["sequences"][0, :-4]
+    if advantages == "two_rows_zero":
+        batch["advantages"][0] = 1.0
+        batch["advantages"][2] = -0.5
+    (skipped, full), before, with_grad = _update_with_and_without_the_zero_advantage_skip(
+        build_policy, batch, on_policy, monkeypatch, optimizer={"weight_decay": 0.01}
+    )
+    assert with_grad == ([True, False, True, False] if advantages == "two_rows_zero" else [False] * 4)
+    assert skipped[0].keys() == full[0].keys()
+    for key in full[0]:
+        assert skipped[0][key] == pytest.approx(full[0][key], rel=1e-6, abs=1e-7), key
+    for name, weight in full[1].items():
+        torch.testing.assert_close(skipped[1][name], weight, atol=0, rtol=0)
+    assert any(not torch.equal(weight, before[name]) for name, weight in full[1].items())  # weight decay at least
+
+
+@pytest.mark.parametrize("term", [{"use_kl_loss": True, "kl_loss_coef": 0.1}, {"use_entropy_loss": True}])
+def test_a_kl_or_entropy_term_keeps_the_backward_of_zero_advantage_rows(build_policy, batch, term):
+    worker = build_policy(**term)
+    assert not worker._adds_no_gradient(batch)
+    assert build_policy()._adds_no_gradient(batch)
+
+
+def test_a_custom_policy_loss_is_not_assumed_zero_at_zero_advantage(build_policy, batch):
+    PolicyLossRegistry.register("test_constant_push", lambda log_probs, *args, **kwargs: (-log_probs, {}))
+    try:
+        assert not build_policy(policy_loss_type="test_constant_push")._adds_no_gradient(batch)
+    finally:
+        PolicyLossRegistry.unregister("test_constant_push")
