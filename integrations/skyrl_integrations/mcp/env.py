@@ -23,7 +23,7 @@ from typing import Any
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 from skyrl_integrations.mcp.client import MCPToolGroup, ToolResult, run_blocking
-from skyrl_integrations.mcp.config import LAST_TURN_NOTE, MCPEnvConfig
+from skyrl_integrations.mcp.config import MCPEnvConfig
 from skyrl_integrations.mcp.metrics import EpisodeCounters, aggregate_metrics
 from skyrl_integrations.mcp.prompt import build_prompt
 from skyrl_integrations.mcp.scoring import CallRecord, EpisodeRecord, GroundTruth, Score, score_episode
@@ -61,7 +61,7 @@ class MCPToolEnv(BaseTextEnv):
       holding that list.
     - ``reward_weights`` (format 0.1, tools 0.2, params 0.2, answer 0.5): the weight of each reward component
       (`scoring.RewardWeights`); a mapping of the ones to change, e.g. ``{format: 0}``.
-    - ``last_turn_note`` (`LAST_TURN_NOTE`): appended to the observation before the episode's last turn; "" for
+    - ``last_turn_note`` (`config.LAST_TURN_NOTE`): appended to the observation before the episode's last turn; "" for
       none.
 
     From the row (``extras``): ``reward_spec.ground_truth`` (required), ``extra_info.servers`` /

@@ -10,7 +10,8 @@ import time
 import pytest
 
 import skyrl_gym
-from skyrl_integrations.mcp.env import LAST_TURN_NOTE, MCPToolEnv
+from skyrl_integrations.mcp.config import LAST_TURN_NOTE
+from skyrl_integrations.mcp.env import MCPToolEnv
 
 PROMPT = [{"role": "system", "content": "You are a calculator."}, {"role": "user", "content": "What is 2 + 3?"}]
 ADD_2_3 = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
