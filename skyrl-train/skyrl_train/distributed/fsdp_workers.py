@@ -7,7 +7,9 @@ Each class reuses its single-process worker (loss, metrics, update loop) and cha
   ranks, so each rank's micro-batch losses are its exact share of the global mini-batch loss; the loss is
   back-propagated times the world size because FSDP averages gradients over ranks;
 - step metrics (additive contributions, ``_min`` / ``_max``) are combined over ranks like micro-batches are;
-- a mini-batch is skipped for an all-zero loss mask only when it is empty on every rank (the skip must agree);
+- a mini-batch is skipped for an all-zero loss mask only when it is empty on every rank, and a micro-batch skips its
+  backward for a zero gradient only when it has one on every rank (the skips must agree: FSDP's backward is a
+  collective);
 - the gradient norm for clipping is the norm of the whole sharded gradient (``clip_grad_norm_`` on DTensors);
 - the global values come from ``TrainableWorker``'s data-parallel hooks: ``_gather`` (an all-gather here) and
   ``_gradient_scale`` (the world size);

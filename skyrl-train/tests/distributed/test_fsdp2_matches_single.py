@@ -67,22 +67,40 @@ def run_single(t: TrainerConfig, batch: TrainingInputBatch) -> tuple[dict, dict,
 
 
 @pytest.mark.parametrize(
-    ("lora_rank", "use_kl_loss", "fsdp_size", "reshard_after_forward"),
-    [(8, True, -1, True), (0, False, -1, True), (8, False, 1, False)],
-    ids=["lora-kl", "full", "lora-hsdp-no-reshard"],
+    ("lora_rank", "use_kl_loss", "fsdp_size", "reshard_after_forward", "zero_advantage_rows"),
+    [
+        (8, True, -1, True, ()),
+        (0, False, -1, True, ()),
+        (8, False, 1, False, ()),
+        (8, False, -1, True, (0, *range(3, 8))),
+    ],
+    ids=["lora-kl", "full", "lora-hsdp-no-reshard", "lora-zero-advantage-rows"],
 )
 def test_fsdp2_step_equals_single_step(
-    lora_rank: int, use_kl_loss: bool, fsdp_size: int, reshard_after_forward: bool, make_batch, assert_close
+    lora_rank: int,
+    use_kl_loss: bool,
+    fsdp_size: int,
+    reshard_after_forward: bool,
+    zero_advantage_rows: tuple[int, ...],
+    make_batch,
+    assert_close,
 ):
-    """``fsdp_size=1`` over 2 ranks is HSDP: each rank holds whole weights and gradients are all-reduced."""
+    """``fsdp_size=1`` over 2 ranks is HSDP: each rank holds whole weights and gradients are all-reduced. Rows with
+    zero advantages skip their backward where every rank agrees (the second mini-batch has no other rows)."""
     t = trainer_config(lora_rank, use_kl_loss, fsdp_size, reshard_after_forward)
-    single_batch = make_batch()
+
+    def make_batch_with_zeros() -> TrainingInputBatch:
+        batch = make_batch()
+        batch["advantages"][list(zero_advantage_rows)] = 0.0
+        return batch
+
+    single_batch = make_batch_with_zeros()
     single_metrics, initial_weights, single_weights = run_single(t, single_batch)
 
     policy, ref, critic = build_fsdp_workers(t, temperature=1.0, num_training_steps=10)
     try:
         assert critic is None and (ref is not None) == use_kl_loss and policy.world_size == 2
-        batch = make_batch()
+        batch = make_batch_with_zeros()
         batch["action_log_probs"] = policy.compute_logprobs(batch, MICRO_BATCH)
         assert_close(batch["action_log_probs"], single_batch["action_log_probs"], "old logprobs")
         if use_kl_loss:
