@@ -301,7 +301,9 @@ def _update_with_and_without_the_zero_advantage_skip(build_policy, batch, on_pol
             monkeypatch.setattr(worker, "_adds_no_gradient", lambda micro_batch: False)
         loss_fn = worker._micro_batch_loss
         monkeypatch.setattr(
-            worker, "_micro_batch_loss", lambda *args, fn=loss_fn: with_grad.append(torch.is_grad_enabled()) or fn(*args)
+            worker,
+            "_micro_batch_loss",
+            lambda *args, fn=loss_fn: with_grad.append(torch.is_grad_enabled()) or fn(*args),
         )
         update = batch.select(list(batch.keys()))
         on_policy(worker, update)
