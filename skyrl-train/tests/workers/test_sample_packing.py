@@ -142,6 +142,7 @@ def test_with_packing_a_mini_batch_shares_one_prefix_pass_across_micro_batches(b
     prompts, responses = (45, 50, 42, 48), (4, 2, 3, 1)
     worker = build_policy(lora_rank=4, sample_packing=True)
     batch = with_shared_prefix(make_batch(prompts, responses), prompts)
+    batch["advantages"][:, 0] = 1.0  # a loss with a gradient: zero-advantage micro-batches skip their backward
     batch["action_log_probs"] = worker.compute_logprobs(batch, micro_batch_size=2)
     shapes = []
     worker.model.register_forward_pre_hook(
