@@ -12,9 +12,10 @@
 # sampling at temperature 0.4, so that groups of the untrained model carry right calls; 3 turns per task, without the
 # env's "this is your last turn" note (with it the 135M model spends its last turn on another call instead of
 # answering); 16 GRPO steps of 4 tasks x 4 samples. It evaluates greedily on the 64 held-out tasks before training and
-# at steps 8 and 16 (26-28 min measured on this 2-core CPU with nothing else running; README gives the figures). The policy update runs one trajectory per micro-batch:
-# multi-turn rows are long, and the prompt prefix they share still runs once per mini-batch (packing), so the update's
-# activations stay small at little cost (benchmarks/README.md, main job memory). It writes a report:
+# at steps 8 and 16 (26-28 min measured on this 2-core CPU with nothing else running; README gives the figures). The
+# policy update runs one trajectory per micro-batch: multi-turn rows are long, and the prompt prefix they share still
+# runs once per mini-batch (packing), so the update's activations stay small at little cost (benchmarks/README.md,
+# main job memory). It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
 #   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories
 #

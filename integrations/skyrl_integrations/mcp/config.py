@@ -1,8 +1,8 @@
 """`MCPEnvConfig`: the `environment.skyrl_gym.mcp_tool` block, validated, and which servers/tools a row uses.
 
 Keys (all optional; documented on `MCPToolEnv`): servers, allowed_tools, call_timeout_s, connect_timeout_s,
-retries, max_output_chars, max_calls_per_turn, tool_prompt, terminal_tools, demonstrations, reward_weights, last_turn_note. An
-unknown key is an error naming it, so a typo does not silently fall back to a default.
+retries, max_output_chars, max_calls_per_turn, tool_prompt, terminal_tools, demonstrations, reward_weights,
+last_turn_note. An unknown key is an error naming it, so a typo does not silently fall back to a default.
 """
 
 from __future__ import annotations

@@ -204,8 +204,9 @@ class TrainableWorker:
 
         A micro-batch whose loss has a zero gradient (``_adds_no_gradient`` on every data-parallel rank, e.g. GRPO
         groups whose rewards were all equal) runs its forward without autograd, for its metrics, and no backward:
-        the same gradient and metrics without the backward's cost. If no micro-batch ran a backward, the gradient is set
-        to zero, so that the optimizer step is the one a zero gradient gives (AdamW's moments still move the weights).
+        the same gradient and metrics without the backward's cost. If no micro-batch ran a backward, the gradient is
+        set to zero, so that the optimizer step is the one a zero gradient gives (AdamW's moments still move the
+        weights).
         """
         self.model.train()
         masks = self._gather(mini_batch["loss_mask"])
