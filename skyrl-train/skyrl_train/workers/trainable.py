@@ -217,16 +217,17 @@ class TrainableWorker:
             num_sequences=max(sum(float((mask.sum(dim=-1) > 0).sum()) for mask in masks), 1.0),
         )
         metrics: dict[str, float] = {}
-        backward_ran = False
-        for micro_batch in mini_batch.chunk(micro_batch_size):
-            needs_backward = not all(self._gather(self._adds_no_gradient(micro_batch)))
+        micro_batches = mini_batch.chunk(micro_batch_size)
+        # One gather for the whole mini-batch: the ranks' flags per micro-batch, a backward unless all ranks skip it.
+        no_gradient = [self._adds_no_gradient(micro_batch) for micro_batch in micro_batches]
+        backward = [not all(flags) for flags in zip(*self._gather(no_gradient), strict=True)]
+        for micro_batch, needs_backward in zip(micro_batches, backward, strict=True):
             with torch.set_grad_enabled(needs_backward):
                 loss, micro_metrics = self._micro_batch_loss(micro_batch, info)
             if needs_backward:
                 (loss * self._gradient_scale if self._gradient_scale != 1 else loss).backward()
-                backward_ran = True
             combine_micro_metrics(metrics, micro_metrics)
-        if not backward_ran:
+        if not any(backward):
             for param in self._params:
                 param.grad = torch.zeros_like(param)
         combined: dict[str, float] = {}
