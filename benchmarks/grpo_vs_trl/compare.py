@@ -1,6 +1,6 @@
 """GRPO step time, this project vs Hugging Face TRL's `GRPOTrainer`, on one identical config, in one invocation.
 
-    /work/wt/heavy --all bash benchmarks/grpo_vs_trl/run.sh [--steps 5] [--warmup 1] [--seed 0]
+    bash benchmarks/grpo_vs_trl/run.sh --steps 5 --warmup 1 --threads 2 --trl-grad-accum 4
 
 (`run.sh` builds TRL's venv on first use, then runs this file with the project's venv.) The config, for both:
 SmolLM2-135M-Instruct in fp32 (the local alias), LoRA r16 alpha 32 on all linear layers, 8 prompts x 4 samples per

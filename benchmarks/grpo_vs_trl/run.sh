@@ -2,10 +2,10 @@
 # GRPO step time vs TRL (see compare.py). TRL is a benchmark-only dependency: it goes into its own venv,
 # benchmarks/grpo_vs_trl/.venv-trl, built here on first use, never into the project's .venv. That venv is
 # constrained to the exact versions of the project's venv (torch, transformers, peft, ...), so both trainers run on
-# the same libraries; compare.py checks it again before measuring. TRL's process peaks at ~21 GB RSS: run it
-# through the heavy-run gate with both slots.
+# the same libraries; compare.py checks it again before measuring. TRL's process peaks near 11 GB RSS in 4
+# micro-batches (~21 GB in one batch): give it a machine with nothing else heavy running.
 #
-#   /work/wt/heavy --all bash benchmarks/grpo_vs_trl/run.sh [--steps 5] [--warmup 1] [--seed 0]
+#   bash benchmarks/grpo_vs_trl/run.sh --steps 5 --warmup 1 --threads 2 --trl-grad-accum 4
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

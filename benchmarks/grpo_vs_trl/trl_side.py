@@ -2,7 +2,7 @@
 
     <trl venv>/bin/python benchmarks/grpo_vs_trl/trl_side.py --model DIR --steps N --seed S --prompts P --samples G
 
-Run by `compare.py`, in the benchmark-only venv that holds trl (`setup_trl_venv.sh`). Phase times come from wrapping
+Run by `compare.py`, in the benchmark-only venv that holds trl (built by `run.sh`). Phase times come from wrapping
 the trainer's own methods: `_generate` (sampling), `_get_per_token_logps_and_entropies` when called while scoring
 completions (old / ref logprobs; none with beta=0 and one iteration), the rest of `_generate_and_score_completions`
 (decoding, rewards, advantages), and the update (everything else in the step: forward, backward, optimizer).
