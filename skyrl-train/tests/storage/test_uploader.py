@@ -65,9 +65,12 @@ def test_submit_after_close_is_an_error():
 
 
 CHILD = textwrap.dedent("""
-    import logging, pathlib, sys, time
+    import logging, pathlib, signal, sys, time
     from skyrl_train.storage import BackgroundUploader
 
+    # A shell without job control starts background commands with SIGINT ignored, and the child inherits that:
+    # restore Python's own handler so the test sees what an interactive Ctrl-C does however pytest was started.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     logging.basicConfig(level=logging.INFO)
     out, job_seconds, flush_timeout, mode = pathlib.Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     uploader = BackgroundUploader(flush_timeout=flush_timeout)
