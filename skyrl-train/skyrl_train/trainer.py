@@ -55,6 +55,7 @@ from skyrl_train.trainer_utils import (
     reward_metrics,
 )
 from skyrl_train.utils.memory import PeakRSS, release_free_memory
+from skyrl_train.utils.openmp import release_openmp_threads
 
 logger = logging.getLogger(__name__)
 
@@ -319,10 +320,12 @@ class PPOTrainer:
 
     @asynccontextmanager
     async def _generation_phase(self):
-        """The inference engine's turn: awake while the block runs, asleep afterwards (the trainer's turn)."""
+        """The inference engine's turn: awake while the block runs, asleep afterwards (the trainer's turn). This thread's
+        OpenMP workers are released first: a local engine's thread computes now (`release_openmp_threads`)."""
         if self.inference_engine is None:
             yield
             return
+        release_openmp_threads()
         await self.inference_engine.wake_up()
         try:
             yield

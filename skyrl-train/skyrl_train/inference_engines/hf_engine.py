@@ -51,6 +51,7 @@ from skyrl_train.inference_engines.base import (
 from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request
 from skyrl_train.inference_engines.lora_merge import MergedLoRA
 from skyrl_train.utils.memory import release_free_memory
+from skyrl_train.utils.openmp import release_openmp_threads
 from skyrl_train.weight_sync import (
     BroadcastWeightUpdateRequest,
     CudaIpcWeightUpdateRequest,
@@ -387,6 +388,7 @@ class HFInferenceEngine(InferenceEngineInterface):
                             self._unfold_lora()
                             self.model.train(restore_training)
                             restore_training = None
+                            release_openmp_threads()  # so that the trainer's thread has the cores to itself
                         self._idle = True
                         self._cond.notify_all()
                         self._cond.wait_for(lambda: self._inbox or self._abort_requested or self._stopping)

@@ -16,6 +16,7 @@ cannot carry a cache).
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 
 import torch
@@ -43,30 +44,41 @@ def segment_attention(
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """Attention of a packed row: query ``[1, H, N, D]``; key / value ``[1, Hkv, S + N, D]`` (``S`` shared-prefix
-    columns first). Rows are the ``segments`` ``[start, end)`` of the ``N`` packed tokens; each attends to the prefix
-    and causally to itself. Returns ``[1, N, H, D]`` as transformers' attention functions do."""
+    columns first). Rows are the ``segments`` ``[start, end)`` of the ``N`` packed tokens, consecutive from 0 to
+    ``N``; each attends to the prefix and causally to itself. Returns ``[1, N, H, D]`` as transformers' attention
+    functions do.
+
+    The rows are cut out with ``split`` rather than one slice each: a slice's backward writes its gradient into a
+    zero tensor of the whole input, so slicing out every row costs rows x N in the backward, a split's one
+    concatenation costs N."""
     prefix = key.shape[2] - query.shape[2]
-    outputs = []
-    for start, end in segments:
-        if start == end:
-            continue
-        own = slice(prefix + start, prefix + end)
-        keys = torch.cat([key[:, :, :prefix], key[:, :, own]], dim=2) if prefix else key[:, :, own]
-        values = torch.cat([value[:, :, :prefix], value[:, :, own]], dim=2) if prefix else value[:, :, own]
-        length = end - start
-        causal = torch.ones(length, prefix + length, dtype=torch.bool, device=query.device).tril_(diagonal=prefix)
-        outputs.append(
-            nn.functional.scaled_dot_product_attention(
-                query[:, :, start:end],
-                keys,
-                values,
-                attn_mask=causal,
-                dropout_p=dropout,
-                scale=scaling,
-                enable_gqa=query.shape[1] != key.shape[1],
-            )
+    lengths = [end - start for start, end in segments]
+    prefix_key, own_keys = key.split([prefix, query.shape[2]], dim=2)
+    prefix_value, own_values = value.split([prefix, query.shape[2]], dim=2)
+    rows = zip(
+        query.split(lengths, dim=2), own_keys.split(lengths, dim=2), own_values.split(lengths, dim=2), strict=True
+    )
+    outputs = [
+        nn.functional.scaled_dot_product_attention(
+            row_query,
+            torch.cat([prefix_key, row_key], dim=2) if prefix else row_key,
+            torch.cat([prefix_value, row_value], dim=2) if prefix else row_value,
+            attn_mask=_causal_after_prefix(row_query.shape[2], prefix, query.device),
+            dropout_p=dropout,
+            scale=scaling,
+            enable_gqa=query.shape[1] != key.shape[1],
         )
+        for row_query, row_key, row_value in rows
+        if row_query.shape[2]
+    ]
     return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
+
+
+@functools.lru_cache(maxsize=64)
+def _causal_after_prefix(length: int, prefix: int, device: torch.device) -> torch.Tensor:
+    """``[length, prefix + length]`` bool: each of a row's tokens sees the prefix and the row up to itself (the same
+    for every layer, so built once)."""
+    return torch.ones(length, prefix + length, dtype=torch.bool, device=device).tril_(diagonal=prefix)
 
 
 AttentionInterface.register(SEGMENT_ATTENTION, segment_attention)

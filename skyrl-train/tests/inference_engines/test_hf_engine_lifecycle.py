@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 import torch
@@ -135,3 +136,30 @@ async def test_forward_passes_run_with_num_threads_and_the_caller_keeps_its_own(
         await engine.teardown()
     assert seen == [1, 1]
     assert torch.get_num_threads() == caller_threads
+
+
+async def test_the_scheduler_thread_hands_back_its_openmp_workers_when_the_batch_runs_dry(model, tiny_tokenizer):
+    """A trainer thread computing while the engine idles then has the cores to itself (`release_openmp_threads`)."""
+
+    def os_threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    engine = HFInferenceEngine(model, tiny_tokenizer, num_threads=2)
+    during = []
+
+    def count_then_run_a_parallel_kernel(module, args):
+        during.append(os_threads())
+        torch.ones(1 << 22).add_(1)  # the tiny model's own kernels are too small to run in parallel
+
+    handle = model.register_forward_pre_hook(count_then_run_a_parallel_kernel)
+    try:
+        await engine.wait_idle()  # starts the event loop's executor thread that waiting uses
+        idle = os_threads()
+        await engine.generate({"prompt_token_ids": [PROMPT], "sampling_params": greedy(3)})
+        await engine.wait_idle()
+        after = os_threads()
+    finally:
+        handle.remove()
+        await engine.teardown()
+    assert during[1:] == [idle + 1, idle + 1]  # the scheduler thread's OpenMP worker, from its first kernel on
+    assert after == idle

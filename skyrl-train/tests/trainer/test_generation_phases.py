@@ -1,14 +1,20 @@
 """The trainer hands the colocated engine and the policy update turns: the engine sleeps through every update, so no
-prefix KV computed with old weights survives into the next generation."""
+prefix KV computed with old weights survives into the next generation, and the trainer's thread hands back its OpenMP
+workers before each generation phase (the engine's thread computes then)."""
 
 from __future__ import annotations
 
+import threading
+
+import skyrl_train.trainer
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.config import load_config
 from skyrl_train.entrypoints.main_base import BasePPOExp
 
 
-def test_the_engine_sleeps_through_every_policy_update_and_its_prefix_cache_is_empty_after(tmp_path, tiny_model):
+def test_the_engine_sleeps_through_every_policy_update_and_its_prefix_cache_is_empty_after(
+    tmp_path, tiny_model, monkeypatch
+):
     write_dataset(generate_dataset(train_size=4, val_size=2, seed=3, few_shot=2), tmp_path / "data")
     cfg = load_config(
         [
@@ -36,6 +42,14 @@ def test_the_engine_sleeps_through_every_policy_update_and_its_prefix_cache_is_e
         ]
     )
     events: list[str] = []
+    release = skyrl_train.trainer.release_openmp_threads
+
+    def recorded_release():
+        released = release()
+        events.append(f"release OpenMP threads ({threading.current_thread().name}: {released})")
+        return released
+
+    monkeypatch.setattr(skyrl_train.trainer, "release_openmp_threads", recorded_release)
 
     class Experiment(BasePPOExp):
         def get_inference_engine(self, policy, tokenizer):
@@ -60,6 +74,6 @@ def test_the_engine_sleeps_through_every_policy_update_and_its_prefix_cache_is_e
 
     experiment = Experiment(cfg)
     experiment.run()
-    phase = ["wake_up", "sleep(cached prefixes: 0)"]
+    phase = ["release OpenMP threads (MainThread: True)", "wake_up", "sleep(cached prefixes: 0)"]
     assert events == phase + (phase + ["update (engine asleep)"]) * 2 + phase  # eval, 2 steps, eval after step 2
     assert experiment.engine.stats.cached_prompt_tokens > 0  # the few-shot prefix was prefilled once per phase
