@@ -6,7 +6,7 @@ kept for as long as that thread lives. In one process, generation (the hf engine
 OpenMP threads than cores. GNU OpenMP (libgomp) then stops busy-waiting at the end of each parallel region (its
 "throttled" spin count of ~100 iterations) and its threads sleep on a futex after every kernel and are woken for the
 next: on a 2-core VM that was ~40k context switches per thread in one policy update of the GRPO benchmark, which
-took ~30% longer than with a single team; generation suffered the same way.
+took 15-24 s against 10-12 s with a single team; generation suffered the same way (learnings/cpu-step-profile.md).
 
 The phases take turns (the trainer waits while the engine generates, the engine idles while the trainer trains), so
 each thread releases its team when its phase ends (OpenMP 5.0 ``omp_pause_resource_all``); the other phase's team is
