@@ -28,7 +28,8 @@ OMP_PAUSE_SOFT = 1
 """``omp_pause_soft``: free the calling thread's threads and buffers; the runtime re-creates them when needed."""
 
 _RUNTIME_NAMES = ("libgomp", "libiomp5", "libomp")
-"""OpenMP runtimes torch builds link against (GNU, Intel, LLVM); each implements ``omp_pause_resource_all``."""
+"""OpenMP runtimes torch builds link against (GNU, Intel, LLVM); OpenMP 5.0 gives each ``omp_pause_resource_all``
+(checked here with GNU's)."""
 
 
 def loaded_openmp_runtime(maps: Path = Path("/proc/self/maps")) -> str | None:
@@ -46,11 +47,13 @@ def loaded_openmp_runtime(maps: Path = Path("/proc/self/maps")) -> str | None:
 
 
 @functools.cache
-def _pause_resource_all(runtime: str):
-    """``omp_pause_resource_all`` of the runtime at path ``runtime``, or None (logged once) if it has none."""
-    pause = getattr(ctypes.CDLL(runtime), "omp_pause_resource_all", None)
+def _pause_resource_all():
+    """The loaded runtime's ``omp_pause_resource_all``, or None (logged once) where there is none to call. Looked up
+    once: torch loads its runtime when it is imported, before any caller of this module runs a kernel."""
+    runtime = loaded_openmp_runtime()
+    pause = getattr(ctypes.CDLL(runtime), "omp_pause_resource_all", None) if runtime else None
     if pause is None:
-        logger.info("%s has no omp_pause_resource_all: OpenMP threads are kept between phases", runtime)
+        logger.info("no OpenMP runtime with omp_pause_resource_all is loaded: OpenMP threads are kept between phases")
         return None
     pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
     return pause
@@ -58,8 +61,7 @@ def _pause_resource_all(runtime: str):
 
 def release_openmp_threads() -> bool:
     """Release the OpenMP worker threads of the calling thread (call it on the thread whose phase ended, outside any
-    parallel region). True if the runtime released them; False where no OpenMP runtime is loaded, it cannot, or it
-    refused."""
-    runtime = loaded_openmp_runtime()
-    pause = _pause_resource_all(runtime) if runtime else None
+    parallel region). True if the runtime released them; False where no OpenMP runtime is loaded, it has no
+    ``omp_pause_resource_all``, or it refused."""
+    pause = _pause_resource_all()
     return pause is not None and pause(OMP_PAUSE_SOFT) == 0
