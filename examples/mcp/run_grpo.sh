@@ -11,11 +11,12 @@
 # moves every question onto whichever tool always runs, a demonstration's: learnings/main-job-tool-choice.md);
 # sampling at temperature 0.4, so that groups of the untrained model carry right calls; 3 turns per task, without the
 # env's "this is your last turn" note (with it the 135M model spends its last turn on another call instead of
-# answering); 16 GRPO steps of 4 tasks x 4 samples. It evaluates greedily on the 64 held-out tasks before training and
-# at steps 8 and 16 (26-28 min measured on this 2-core CPU with nothing else running; README gives the figures). The
-# policy update runs one trajectory per micro-batch: multi-turn rows are long, and the prompt prefix they share still
-# runs once per mini-batch (packing), so the update's activations stay small at little cost (benchmarks/README.md,
-# main job memory). It writes a report:
+# answering); 16 GRPO steps of 4 tasks x 4 samples with a KL loss (k3, coefficient 0.01) to the base model, which
+# keeps the policy from collapsing onto one template's answer (learnings/main-job-tool-choice.md). It evaluates
+# greedily on the 64 held-out tasks before training and at steps 8 and 16 (README gives the measured time, under 30 min
+# on this 2-core CPU with nothing else running). The policy update runs one trajectory per micro-batch and the
+# reference forward four: multi-turn rows are long, and the prompt prefix they share still runs once per mini-batch
+# (packing), so activations stay small at little cost (benchmarks/README.md, main job memory). It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
 #   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories
 #
@@ -78,6 +79,9 @@ fi
     trainer.eval_batch_size=64 \
     trainer.eval_interval=8 \
     trainer.micro_train_batch_size_per_gpu=1 \
+    trainer.micro_forward_batch_size_per_gpu=4 \
+    trainer.algorithm.use_kl_loss=true \
+    trainer.algorithm.kl_loss_coef=0.01 \
     trainer.max_prompt_length=768 \
     generator.max_input_length=1152 \
     "${CPU_TOOL_CALL_OVERRIDES[@]}" \

@@ -4,6 +4,8 @@
 - ``RefWorker`` (ref.py): reference logprobs; with LoRA the policy's module with the adapter disabled;
 - ``CriticWorker`` (critic.py): values and clipped value-loss updates for ``gae``;
 - forward.py: response logprobs / entropy from a causal LM (position ids from the attention mask, temperature);
+  lm_head.py: the LM head a chunk of rows at a time (no ``[tokens, vocab]`` logits held); packing.py: sample packing;
+  shared_prefix.py: a prompt prefix all rows share, run once;
 - trainable.py: the shared optimizer, update loop and checkpoint layout; metrics.py: how metrics combine.
 
 Public methods take ``TrainingInputBatch`` objects and return tensors or flat metric dicts, so a multi-process

@@ -12,8 +12,9 @@ Rules that keep trainer logprobs equal to the inference engine's (< 1e-3 in fp32
 
 Work is kept to what the response needs: padding columns shared by every row of a micro-batch are cut off
 (leading prompt padding, trailing response padding), the LM head runs on the last ``R + 1`` positions only
-(``logits_to_keep``) and the logprob is ``logit[token] − logsumexp(logits)``, which never materialises a
-second vocabulary-sized tensor. Outputs are zero wherever the response is padding, so they do not depend on
+(``logits_to_keep``) and the logprob is ``logit[token] − logsumexp(logits)``. For models whose logits are plain
+``lm_head(hidden)`` the head runs a chunk of rows at a time from the final hidden states (`lm_head`), so no
+``[tokens, vocab]`` tensor is held for the backward. Outputs are zero wherever the response is padding, so they do not depend on
 how a batch was split into micro-batches.
 
 Shared prompt prefixes are computed once: when every row of a micro-batch starts with the same tokens (a system
@@ -33,6 +34,7 @@ from torch import nn
 
 from skyrl_train.algorithms import compute_entropy
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.workers.lm_head import chunkable_head, head_logprobs, head_outputs
 from skyrl_train.workers.packing import packed_logits
 from skyrl_train.workers.shared_prefix import SharedPrefix, has_active_dropout, shared_prefix_length
 
@@ -119,46 +121,70 @@ def response_logprobs(
         return zeros, (zeros.clone() if with_entropy else None)
     if prefix is None and share_prefix:
         prefix = SharedPrefix.of_rows(model, seqs, mask, kept + 1)
+    head = chunkable_head(model)
     if pack:
-        logits, rows, columns = packed_logits(model, seqs, mask, kept, prefix)
+        outputs, rows, columns = packed_logits(model, seqs, mask, kept, prefix, hidden=head is not None)
         targets, response_mask = seqs[:, -kept:][rows, columns], None
     else:
-        logits = _last_logits(model, seqs, mask, kept + 1, prefix)[:, :-1, :]
+        outputs = _last_logits(model, seqs, mask, kept + 1, prefix, hidden=head is not None)[:, :-1, :]
         targets, response_mask = seqs[:, -kept:], mask[:, -kept:]
-    if logits.dtype != torch.float32:
-        logits = logits.float()
     temp = effective_temperature(temperature)
-    if temp != 1.0:
-        logits = logits / temp if logits.requires_grad else logits.div_(temp)
-    logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    entropy = None
-    if with_entropy:
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = compute_entropy(logits, response_mask)
+    entropy_grad = entropy_grad and torch.is_grad_enabled()
+    if head is not None:
+        flat = head_logprobs(
+            outputs.reshape(-1, outputs.shape[-1]),
+            head.weight,
+            targets.reshape(-1),
+            temp,
+            with_entropy=with_entropy,
+            entropy_grad=entropy_grad,
+        )
+        logprobs, entropy = (None if x is None else x.view(targets.shape) for x in flat)
+    else:
+        logprobs, entropy = _logits_logprobs(outputs, targets, temp, with_entropy, entropy_grad)
     if pack:  # back from the real response tokens to the [B, kept] grid
         grid = logprobs.new_zeros((batch_size, kept))
         logprobs = grid.index_put((rows, columns), logprobs)
         entropy = None if entropy is None else grid.index_put((rows, columns), entropy)
     else:
         logprobs = logprobs * response_mask.to(logprobs.dtype)
+        entropy = None if entropy is None else entropy * response_mask.to(entropy.dtype)
     return pad_response(logprobs, response_length), (
         None if entropy is None else pad_response(entropy, response_length)
     )
 
 
+def _logits_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, temp: float, with_entropy: bool, entropy_grad: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logprobs at ``targets`` (and entropy) from the model's own logits ``[..., V]``, for models `head_logprobs`
+    cannot serve."""
+    if logits.dtype != torch.float32:
+        logits = logits.float()
+    if temp != 1.0:
+        logits = logits / temp if logits.requires_grad else logits.div_(temp)
+    logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    if not with_entropy:
+        return logprobs, None
+    with torch.set_grad_enabled(entropy_grad):
+        return logprobs, compute_entropy(logits)
+
+
 def _last_logits(
-    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, prefix: SharedPrefix | None
+    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, prefix: SharedPrefix | None, hidden: bool
 ) -> torch.Tensor:
-    """Logits of the last `keep` columns of left-padded `seqs`, reading the tokens of `prefix` (which every row
-    starts with) from its cache instead of computing them."""
+    """Logits of the last `keep` columns of left-padded `seqs` (with ``hidden``, the final hidden states behind them),
+    reading the tokens of `prefix` (which every row starts with) from its cache instead of computing them."""
     if prefix is None:
-        return model(
+        return head_outputs(
+            model,
+            keep,
+            hidden=hidden,
             input_ids=seqs,
             attention_mask=mask,
             position_ids=position_ids_from_attention_mask(mask),
             use_cache=False,
-            logits_to_keep=keep,
-        ).logits
+        )
     rows, shared = seqs.shape[0], prefix.length
     starts = mask.long().argmax(dim=1)
     # Row i's prefix ends at column starts[i] + shared; its own tokens follow. Cut every row at the earliest such
@@ -166,14 +192,16 @@ def _last_logits(
     cut = int(starts.min()) + shared
     own = mask[:, cut:] * (torch.arange(cut, seqs.shape[1], device=seqs.device)[None, :] >= (starts + shared)[:, None])
     positions = (own.long().cumsum(dim=-1) - 1).clamp_min_(0) + shared
-    return model(
+    return head_outputs(
+        model,
+        keep,
+        hidden=hidden,
         input_ids=seqs[:, cut:],
         attention_mask=torch.cat([own.new_ones(rows, shared), own], dim=1),
         position_ids=positions,
         past_key_values=prefix.cache(rows),
         use_cache=True,
-        logits_to_keep=keep,
-    ).logits
+    )
 
 
 @contextmanager

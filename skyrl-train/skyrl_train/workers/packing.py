@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from transformers import AttentionInterface
 
+from skyrl_train.workers.lm_head import head_outputs
 from skyrl_train.workers.shared_prefix import SharedPrefix
 
 SEGMENT_ATTENTION = "skyrl_segments"
@@ -127,7 +128,12 @@ def pack_rows(seqs: torch.Tensor, mask: torch.Tensor, shared: int) -> PackedRows
 
 
 def packed_logits(
-    model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, response_length: int, prefix: SharedPrefix | None
+    model: nn.Module,
+    seqs: torch.Tensor,
+    mask: torch.Tensor,
+    response_length: int,
+    prefix: SharedPrefix | None,
+    hidden: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The next-token logits behind every real response token, from one packed forward pass.
 
@@ -135,7 +141,7 @@ def packed_logits(
     columns [M])``: ``logits[j]`` are the logits the padded forward gives just before response token
     ``(rows[j], columns[j])`` of the ``[B, R]`` response grid, for every real response token. The tokens of
     ``prefix``, which every row starts with, are read from its cache; it must end before each row's last prompt
-    token."""
+    token. With ``hidden``, the final hidden states ``[M, H]`` behind those logits instead (`lm_head.head_outputs`)."""
     shared = 0 if prefix is None else prefix.length
     past = None if prefix is None else prefix.cache(1)
     starts = mask.long().argmax(dim=1)
@@ -149,12 +155,14 @@ def packed_logits(
     if bool((before < 0).any()):
         raise ValueError("a response token follows the shared prefix or padding: nothing to predict it from")
     with _attention_implementation(model, SEGMENT_ATTENTION):
-        logits = model(
+        outputs = head_outputs(
+            model,
+            before,
+            hidden=hidden,
             input_ids=packed.input_ids,
             position_ids=packed.position_ids,
             past_key_values=past,
             use_cache=past is not None,
-            logits_to_keep=before,
             segments=packed.segments,
-        ).logits
-    return logits[0], rows, columns
+        )
+    return outputs[0], rows, columns

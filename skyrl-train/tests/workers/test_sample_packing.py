@@ -100,7 +100,7 @@ def test_only_real_tokens_run_through_the_model(model, make_batch):
     prompts, responses = (45, 50, 42, 48), (4, 2, 3, 1)
     batch = with_shared_prefix(make_batch(prompts, responses), prompts)
     shapes = []
-    handle = model.register_forward_pre_hook(
+    handle = model.get_decoder().register_forward_pre_hook(
         lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
     )
     try:
@@ -145,7 +145,7 @@ def test_with_packing_a_mini_batch_shares_one_prefix_pass_across_micro_batches(b
     batch["advantages"][:, 0] = 1.0  # a loss with a gradient: zero-advantage micro-batches skip their backward
     batch["action_log_probs"] = worker.compute_logprobs(batch, micro_batch_size=2)
     shapes = []
-    worker.model.register_forward_pre_hook(
+    worker.model.get_decoder().register_forward_pre_hook(
         lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
     )
     worker.ppo_train(batch, mini_batch_size=4, micro_batch_size=2)
@@ -161,7 +161,9 @@ def test_a_prefix_shared_by_micro_batches_is_recomputed_for_its_backward_only_wi
     from skyrl_train.workers.shared_prefix import SharedPrefix
 
     calls = []
-    handle = model.register_forward_pre_hook(lambda module, args, kwargs: calls.append(1), with_kwargs=True)
+    handle = model.get_decoder().register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(1), with_kwargs=True
+    )
     model.config.attention_dropout = attention_dropout
     model.train()
     try:

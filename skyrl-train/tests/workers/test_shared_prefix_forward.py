@@ -20,7 +20,7 @@ def model(model_path):
 @pytest.fixture
 def forward_calls(model):
     calls = []
-    handle = model.register_forward_pre_hook(
+    handle = model.get_decoder().register_forward_pre_hook(
         lambda module, args, kwargs: calls.append(kwargs["input_ids"].shape), with_kwargs=True
     )
     yield calls
