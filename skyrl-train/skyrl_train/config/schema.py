@@ -421,6 +421,11 @@ class GeneratorConfig:
     enable_prefix_caching: bool = knob(
         True, "Reuse the KV of shared prompt prefixes (vLLM prefix caching; the hf engine's prefix cache)."
     )
+    prefix_cache_bytes: int = knob(
+        2 * 2**30,
+        "hf engine: memory for cached prefix KV; least recently used entries go first beyond it. Finished "
+        "conversations stay cached until evicted, so this bounds the engine's memory more than its reuse.",
+    )
     enable_chunked_prefill: bool = knob(True, "vLLM chunked prefill.")
     max_num_batched_tokens: int = knob(8192, "vLLM max tokens per scheduler step.")
     enforce_eager: bool = knob(True, "vLLM: disable CUDA graphs.")

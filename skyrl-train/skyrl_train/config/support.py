@@ -195,6 +195,9 @@ REMOTE_ENGINES_ONLY: tuple[str, ...] = ("generator.remote_inference_engine_urls"
 LOCAL_ENGINES_ONLY: tuple[str, ...] = ("generator.max_num_seqs", "generator.enable_prefix_caching")
 """Keys of engines this job starts (a remote server has its own settings)."""
 
+HF_PREFIX_CACHE_ONLY: tuple[str, ...] = ("generator.prefix_cache_bytes",)
+"""Read by the hf engine this job starts, when its prefix cache is on (vLLM sizes its own KV cache)."""
+
 WEIGHT_SYNC_ONLY: tuple[str, ...] = (
     "generator.weight_sync_backend",
     "generator.override_existing_update_group",
@@ -281,6 +284,14 @@ CONDITIONAL: tuple[Conditional, ...] = (
         lambda cfg: cfg.generator.run_engines_locally,
         "engines this job starts (generator.run_engines_locally=true); a remote server has its own settings",
         "local engines only",
+    ),
+    Conditional(
+        HF_PREFIX_CACHE_ONLY,
+        lambda cfg: cfg.generator.run_engines_locally
+        and cfg.generator.backend == "hf"
+        and cfg.generator.enable_prefix_caching,
+        "the local hf engine with its prefix cache on (generator.backend=hf, generator.enable_prefix_caching=true)",
+        "hf engine with prefix caching only",
     ),
     Conditional(
         WEIGHT_SYNC_ONLY,

@@ -135,6 +135,7 @@ def _check_choices(cfg: SkyRLConfig, problems: list[str]) -> None:
 def _check_generator(cfg: SkyRLConfig, problems: list[str]) -> None:
     g, t = cfg.generator, cfg.trainer
     _at_least(problems, "generator.max_turns", g.max_turns, 1)
+    _at_least(problems, "generator.prefix_cache_bytes", g.prefix_cache_bytes, 1)
     if g.max_turns == 1 and g.max_input_length != t.max_prompt_length:
         problems.append(
             f"generator.max_input_length ({g.max_input_length}) must equal trainer.max_prompt_length "

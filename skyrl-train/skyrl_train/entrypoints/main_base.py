@@ -161,14 +161,14 @@ class BasePPOExp:
                 f"generator.backend={g.backend!r} does not generate from a model in this process; use "
                 "generator.backend=hf here"
             )
-        from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES, HFInferenceEngine
+        from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
 
         return HFInferenceEngine(
             model,
             tokenizer,
             max_num_seqs=g.max_num_seqs,
             seed=self.cfg.trainer.seed,
-            prefix_cache_bytes=DEFAULT_PREFIX_CACHE_BYTES if g.enable_prefix_caching else 0,
+            prefix_cache_bytes=g.prefix_cache_bytes if g.enable_prefix_caching else 0,
             num_threads=self.cfg.trainer.cpu_threads,
         )
 

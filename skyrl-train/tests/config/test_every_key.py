@@ -285,6 +285,9 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     # ------------------------------------------------------------------------------------------- generator
     "generator.max_num_seqs": ShownBy(_ENGINE),
     "generator.enable_prefix_caching": ShownBy(_ENGINE),
+    "generator.prefix_cache_bytes": ShownBy(
+        "skyrl-train/tests/config/test_key_effects.py::test_prefix_cache_bytes_bounds_the_engines_prefix_cache"
+    ),
     "generator.enable_http_endpoint": ShownBy(_ENDPOINT),
     "generator.http_endpoint_host": ShownBy(
         "skyrl-train/tests/config/test_key_effects.py::test_http_endpoint_host_is_where_the_endpoint_listens"

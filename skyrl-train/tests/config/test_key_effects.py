@@ -182,6 +182,27 @@ def test_prefix_caching_and_max_num_seqs_configure_the_engine(tiny, tmp_path, ca
     assert (stats.cached_prompt_tokens > 0) == caching
 
 
+def test_prefix_cache_bytes_bounds_the_engines_prefix_cache(tiny, tmp_path):
+    budget = 6000  # the tiny model's KV of about one of the prompts below with its response, not of five
+    exp = experiment(tiny, tmp_path, f"generator.prefix_cache_bytes={budget}")
+    policy, _, _ = exp.get_workers(10)
+    engine = exp.get_inference_engine(policy, exp.get_tokenizer())
+    params = SamplingParams(temperature=0.0, max_generate_length=2)
+
+    async def generate():
+        await engine.wake_up()
+        prompts = [[20 + i, 5, 6, 7, 8, 9, 10] for i in range(5)]  # no two share a prefix
+        await engine.generate({"prompt_token_ids": prompts, "sampling_params": params})
+
+    asyncio.run(generate())
+    cache = engine._batcher.prefix_cache
+    try:
+        assert cache.max_bytes == budget
+        assert 0 < cache.nbytes <= budget and 0 < len(cache) < 5
+    finally:
+        asyncio.run(engine.teardown())
+
+
 @pytest.mark.parametrize("packing", [True, False])
 def test_sample_packing_runs_the_policy_and_ref_forwards_as_one_unpadded_row(tiny, tmp_path, packing):
     exp = experiment(tiny, tmp_path, f"trainer.use_sample_packing={packing}", "trainer.algorithm.use_kl_loss=true")
@@ -195,7 +216,7 @@ def test_sample_packing_runs_the_policy_and_ref_forwards_as_one_unpadded_row(tin
     )
     shapes = []
     for model in (policy.model, ref.model):  # full fine-tuning: the ref is a model of its own
-        model.register_forward_pre_hook(
+        model.get_decoder().register_forward_pre_hook(
             lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
         )
     policy.compute_logprobs(batch, micro_batch_size=2)
