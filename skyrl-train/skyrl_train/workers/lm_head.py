@@ -68,8 +68,8 @@ def head_logprobs(
     with_entropy: bool = False,
     entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``log_softmax(hidden @ weight.T / temperature)`` at ``targets`` ``[M]`` for hidden states ``[M, H]`` (float32,
-    ``[M]``), and with ``with_entropy`` the entropy of each of those distributions (differentiable with
+    """``log_softmax(hidden @ weight.T / temperature)`` at ``targets`` ``[M]`` for hidden states ``[M, H]``, as float32
+    ``[M]``; with ``with_entropy`` also the entropy of each of those distributions (differentiable with
     ``entropy_grad``; a metric otherwise). Gradients reach ``hidden`` and, when it requires grad, ``weight``."""
     logprobs, entropy = _ChunkedHeadLogprobs.apply(hidden, weight, targets, temperature, with_entropy, entropy_grad)
     return logprobs, (entropy if with_entropy else None)
