@@ -193,14 +193,12 @@ def test_prefix_cache_bytes_bounds_the_engines_prefix_cache(tiny, tmp_path):
         await engine.wake_up()
         prompts = [[20 + i, 5, 6, 7, 8, 9, 10] for i in range(5)]  # no two share a prefix
         await engine.generate({"prompt_token_ids": prompts, "sampling_params": params})
+        await engine.teardown()  # joins the scheduler thread, which caches a sequence after reporting it finished
 
     asyncio.run(generate())
     cache = engine._batcher.prefix_cache
-    try:
-        assert cache.max_bytes == budget
-        assert 0 < cache.nbytes <= budget and 0 < len(cache) < 5
-    finally:
-        asyncio.run(engine.teardown())
+    assert cache.max_bytes == budget
+    assert 0 < cache.nbytes <= budget and 0 < len(cache) < 5
 
 
 @pytest.mark.parametrize("packing", [True, False])
