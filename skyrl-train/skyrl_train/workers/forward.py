@@ -14,8 +14,8 @@ Work is kept to what the response needs: padding columns shared by every row of 
 (leading prompt padding, trailing response padding), the LM head runs on the last ``R + 1`` positions only
 (``logits_to_keep``) and the logprob is ``logit[token] − logsumexp(logits)``. For models whose logits are plain
 ``lm_head(hidden)`` the head runs a chunk of rows at a time from the final hidden states (`lm_head`), so no
-``[tokens, vocab]`` tensor is held for the backward. Outputs are zero wherever the response is padding, so they do not depend on
-how a batch was split into micro-batches.
+``[tokens, vocab]`` tensor is held for the backward. Outputs are zero wherever the response is padding, so they do not
+depend on how a batch was split into micro-batches.
 
 Shared prompt prefixes are computed once: when every row of a micro-batch starts with the same tokens (a system
 prompt, few-shot demonstrations, the n samples of one GRPO prompt), those tokens go through the model once and
