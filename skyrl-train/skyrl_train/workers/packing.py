@@ -133,7 +133,7 @@ def packed_logits(
     mask: torch.Tensor,
     response_length: int,
     prefix: SharedPrefix | None,
-    hidden: bool = False,
+    hidden: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The next-token logits behind every real response token, from one packed forward pass.
 

@@ -15,6 +15,7 @@ from skyrl_train.config import load_config
 from skyrl_train.config.schema import (
     AlgorithmConfig,
     CriticConfig,
+    GeneratorConfig,
     LoraConfig,
     ModelConfig,
     OptimizerConfig,
@@ -25,6 +26,7 @@ from skyrl_train.config.schema import (
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import SamplingParams
+from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES
 from skyrl_train.models import load_causal_lm, load_tokenizer
 from skyrl_train.storage.settings import S3Settings
 from skyrl_train.testing import tiny_model_path
@@ -198,6 +200,7 @@ def test_prefix_cache_bytes_bounds_the_engines_prefix_cache(tiny, tmp_path):
     asyncio.run(generate())
     cache = engine._batcher.prefix_cache
     assert cache.max_bytes == budget
+    assert GeneratorConfig().prefix_cache_bytes == DEFAULT_PREFIX_CACHE_BYTES  # one default, as the engine's own
     assert 0 < cache.nbytes <= budget and 0 < len(cache) < 5
 
 
