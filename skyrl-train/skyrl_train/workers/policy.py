@@ -229,7 +229,9 @@ class PolicyWorker(TrainableWorker):
 
     def _adds_no_gradient(self, micro_batch: TrainingInputBatch) -> bool:
         """A built-in policy loss is zero, and so is its gradient, on tokens whose advantage is zero; a KL or entropy
-        term is not."""
+        term is not (unless the loss mask is all zero)."""
+        if super()._adds_no_gradient(micro_batch):
+            return True
         algo = self.algorithm_config
         if algo.use_kl_loss or algo.use_entropy_loss or algo.policy_loss_type not in ZERO_AT_ZERO_ADVANTAGE:
             return False

@@ -187,8 +187,10 @@ class TrainableWorker:
         return metrics
 
     def _adds_no_gradient(self, micro_batch: TrainingInputBatch) -> bool:
-        """Whether the micro-batch's loss has a zero gradient whatever the weights (default: never assumed)."""
-        return False
+        """Whether the micro-batch's loss has a zero gradient whatever the weights. Every loss term is reduced under
+        the loss mask, so a micro-batch whose loss mask is all zero (groups `zero_variance_filter` dropped,
+        infrastructure failures, padding rows) adds nothing."""
+        return not bool(micro_batch["loss_mask"].any())
 
     # ----------------------------------------------------------------------------------------- training
 

@@ -326,6 +326,27 @@ def test_zero_advantage_micro_batches_skip_their_backward_with_the_same_step_and
         build_policy, batch, on_policy, monkeypatch, optimizer={"weight_decay": 0.01}
     )
     assert with_grad == ([True, False, True, False] if advantages == "two_rows_zero" else [False] * 4)
+    _assert_same_step(skipped, full, before)
+
+
+def test_rows_without_a_loss_mask_skip_their_backward_even_with_a_kl_term(
+    build_policy, make_batch, on_policy, monkeypatch
+):
+    batch = make_batch(prompt_lengths=(40, 40, 40, 40))
+    batch["sequences"][1:, : batch["sequences"].shape[1] - 4] = batch["sequences"][0, :-4]
+    batch["advantages"][0] = 1.0
+    batch["loss_mask"][[1, 3]] = 0  # e.g. groups the zero-variance filter dropped
+    batch["base_action_log_probs"] = -torch.rand(batch["loss_mask"].shape, generator=torch.Generator().manual_seed(2))
+    (skipped, full), before, with_grad = _update_with_and_without_the_zero_advantage_skip(
+        build_policy, batch, on_policy, monkeypatch, use_kl_loss=True, kl_loss_coef=0.1
+    )
+    assert with_grad == [True, False, True, False]  # row 2: advantage 0, but its KL term has a gradient
+    assert full[0]["policy/policy_kl"] > 0
+    _assert_same_step(skipped, full, before)
+
+
+def _assert_same_step(skipped, full, before):
+    """The update with skipped backwards reports the same metrics and takes the same step as the full one."""
     assert skipped[0].keys() == full[0].keys()
     for key in full[0]:
         assert skipped[0][key] == pytest.approx(full[0][key], rel=1e-6, abs=1e-7), key
