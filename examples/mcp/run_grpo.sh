@@ -56,7 +56,7 @@ fi
 
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"
-TRAIN_SIZE="${TRAIN_SIZE:-64}"
+TRAIN_SIZE="${TRAIN_SIZE:-80}"
 VAL_SIZE="${VAL_SIZE:-64}"
 SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single}"
@@ -77,18 +77,19 @@ fi
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
     trainer.eval_batch_size=64 \
-    trainer.eval_interval=8 \
+    trainer.eval_interval=10 \
     trainer.micro_train_batch_size_per_gpu=1 \
     trainer.micro_forward_batch_size_per_gpu=4 \
     trainer.algorithm.use_kl_loss=true \
     trainer.algorithm.kl_loss_coef=0.01 \
+    trainer.algorithm.zero_variance_filter=true \
     trainer.max_prompt_length=768 \
     generator.max_input_length=1152 \
     "${CPU_TOOL_CALL_OVERRIDES[@]}" \
     generator.sampling_params.temperature=0.4 \
     +environment.skyrl_gym.mcp_tool.reward_weights.format=0 \
     "+environment.skyrl_gym.mcp_tool.last_turn_note=''" \
-    trainer.ckpt_interval=8 \
+    trainer.ckpt_interval=10 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \
     trainer.project_name=mcp_cpu \
