@@ -50,8 +50,7 @@ def test_release_free_memory_returns_the_free_holes_another_thread_left_in_its_a
     assert len(kept) == 1000
 
 
-_FREE_EVERY_OTHER_LARGE_BLOCK = textwrap.dedent(
-    """
+_FREE_EVERY_OTHER_LARGE_BLOCK = textwrap.dedent("""
     import sys
     import numpy as np
     from skyrl_train.utils.memory import pin_mmap_threshold, rss_bytes
@@ -65,8 +64,7 @@ _FREE_EVERY_OTHER_LARGE_BLOCK = textwrap.dedent(
     before = rss_bytes()[0]
     del freed
     print(before - rss_bytes()[0])
-    """
-)
+    """)
 
 
 @pytest.mark.parametrize("threshold", ["pinned", "glibc"])
