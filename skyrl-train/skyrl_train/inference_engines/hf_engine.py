@@ -27,10 +27,6 @@ the weights that computed it, so the cache is keyed by the module's `WeightVersi
 every weight change bumps (optimizer steps, `load_state_dict`, adapter switches): a prefix cached before a change is
 never reused after it, whether or not the trainer went through `sleep()`. `sleep()` and `reset_prefix_cache()` also
 drop the cache, to free its memory.
-
-Memory: the engine pins glibc's mmap threshold at 1 MiB for its process (`utils.memory.pin_mmap_threshold`), so that
-the KV buffers, cache blocks and activations it frees go back to the OS at once instead of staying resident in the
-malloc arenas (measured on the main job: 0.3-0.4 GB less peak RSS at each eval).
 """
 
 from __future__ import annotations
@@ -40,7 +36,6 @@ import contextlib
 import copy
 import dataclasses
 import functools
-import logging
 import threading
 
 import torch
@@ -55,7 +50,7 @@ from skyrl_train.inference_engines.base import (
 )
 from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request
 from skyrl_train.inference_engines.lora_merge import MergedLoRA
-from skyrl_train.utils.memory import pin_mmap_threshold, release_free_memory
+from skyrl_train.utils.memory import release_free_memory
 from skyrl_train.utils.openmp import release_openmp_threads
 from skyrl_train.weight_sync import (
     BroadcastWeightUpdateRequest,
@@ -66,8 +61,6 @@ from skyrl_train.weight_sync import (
     WeightUpdateRequest,
     copy_into_module,
 )
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX_CACHE_BYTES = 2 * 2**30
 _ADAPTER_NAME = "skyrl_policy"
@@ -114,8 +107,6 @@ class HFInferenceEngine(InferenceEngineInterface):
             raise ValueError(f"num_threads must be >= 1 or None, got {num_threads}")
         self.num_threads = num_threads
         self.merge_lora = merge_lora
-        if pin_mmap_threshold():
-            logger.info("glibc serves allocations of 1 MiB or more with their own mmap from now on (freed at once)")
         self._folded: MergedLoRA | None = None
         config = model.config
         probe = DynamicCache(config=config)

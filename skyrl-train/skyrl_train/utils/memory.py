@@ -8,12 +8,6 @@ the end of a step and resetting it gives the step's own peak, spikes between sam
 thread its own arena and keeps freed blocks in it, so the memory the engine's thread freed (prefix cache, KV buffers,
 logits) stays resident while the training thread allocates its activations elsewhere, and the two phases' peaks add
 up. ``malloc_trim(0)`` hands every arena's free pages back to the kernel between the phases.
-
-`pin_mmap_threshold` matters within generation: glibc serves a large allocation with its own mmap (returned to the
-kernel on free) only above a threshold that it raises to the size of every such block freed, up to 32 MiB. After a
-few frees the engine's KV buffers, prefix-cache blocks and activations (1-30 MiB each on the default model) come from
-the arenas instead, where what is freed between live blocks stays resident until the next trim: the prefix cache's
-byte budget then bounds what the cache holds, not what the process keeps.
 """
 
 from __future__ import annotations
@@ -22,7 +16,6 @@ import ctypes
 import ctypes.util
 import functools
 import logging
-import os
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -75,38 +68,20 @@ class PeakRSS:
         return metrics
 
 
-MMAP_THRESHOLD_BYTES = 2**20
-"""Allocations of at least this size get their own mmap once `pin_mmap_threshold` ran."""
-_M_MMAP_THRESHOLD = -3
-"""glibc's ``mallopt`` parameter number for the mmap threshold (malloc.h)."""
-
-
 @functools.cache
-def _libc_function(name: str):
-    """A function of the C library (``malloc_trim``, ``mallopt``: glibc's), or None where it has none (musl,
-    macOS)."""
-    library = ctypes.util.find_library("c")
-    function = getattr(ctypes.CDLL(library), name, None) if library else None
-    if function is None:
-        logger.info("the C library has no %s: freed memory is returned to the OS by its allocator alone", name)
-    return function
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    if trim is None:
+        logger.info("the C library has no malloc_trim: freed memory is returned to the OS by its allocator alone")
+    return trim
 
 
 def release_free_memory() -> bool:
     """Return the free memory of every malloc arena to the OS (glibc); False where that is not available."""
-    trim = _libc_function("malloc_trim")
+    trim = _malloc_trim()
     if trim is None:
         return False
     trim(0)
     return True
-
-
-def pin_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
-    """From now on, for the whole process, serve every allocation of ``nbytes`` or more with its own mmap, which
-    goes back to the OS when freed (see the module docstring; glibc stops adjusting the threshold). The cost is a
-    page fault per page of each such allocation. A ``MALLOC_MMAP_THRESHOLD_`` set in the environment is the user's
-    choice and is kept. Returns whether the threshold was set here."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return False
-    mallopt = _libc_function("mallopt")
-    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, nbytes))

@@ -1,15 +1,8 @@
-"""`PeakRSS`: the peak resident memory of each interval, read from the kernel's high-water mark; giving freed memory
-back to the OS (`release_free_memory`, `pin_mmap_threshold`)."""
-
-import os
-import subprocess
-import sys
-import textwrap
+"""`PeakRSS`: the peak resident memory of each interval, read from the kernel's high-water mark."""
 
 import numpy as np
-import pytest
 
-from skyrl_train.utils.memory import PeakRSS, pin_mmap_threshold, release_free_memory, rss_bytes
+from skyrl_train.utils.memory import PeakRSS, release_free_memory, rss_bytes
 
 MB = 1e6
 
@@ -48,39 +41,3 @@ def test_release_free_memory_returns_the_free_holes_another_thread_left_in_its_a
     after, _ = rss_bytes()
     assert before - after > 80 * MB  # ~100 MiB of holes went back to the OS
     assert len(kept) == 1000
-
-
-_FREE_EVERY_OTHER_LARGE_BLOCK = textwrap.dedent("""
-    import sys
-    import numpy as np
-    from skyrl_train.utils.memory import pin_mmap_threshold, rss_bytes
-
-    if sys.argv[1] == "pinned":
-        assert pin_mmap_threshold()
-    np.ones(8 * 2**20 // 8)  # an 8 MiB block freed at once: glibc's own threshold rises to 8 MiB
-    kept, freed = [], []
-    for i in range(100):
-        (kept if i % 2 else freed).append(np.ones(3 * 2**19 // 8))  # 1.5 MiB blocks, interleaved
-    before = rss_bytes()[0]
-    del freed
-    print(before - rss_bytes()[0])
-    """)
-
-
-@pytest.mark.parametrize("threshold", ["pinned", "glibc"])
-def test_a_pinned_mmap_threshold_gives_freed_large_blocks_back_without_a_trim(threshold):
-    env = {key: value for key, value in os.environ.items() if not key.startswith("MALLOC_")}
-    result = subprocess.run(
-        [sys.executable, "-c", _FREE_EVERY_OTHER_LARGE_BLOCK, threshold], env=env, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    returned = int(result.stdout)
-    if threshold == "pinned":
-        assert returned > 70 * MB  # the 50 freed blocks (~79 MB) went back to the OS
-    else:
-        assert returned < 10 * MB  # glibc's raised threshold put them in the heap, between the kept ones
-
-
-def test_a_mmap_threshold_from_the_environment_is_left_alone(monkeypatch):
-    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
-    assert not pin_mmap_threshold()
