@@ -18,8 +18,8 @@
 # evaluates greedily on the 64 held-out tasks before training and at steps 10 and 20 (README gives the measured time,
 # under 30 min on this 2-core CPU with nothing else running). The policy update runs one trajectory per micro-batch
 # and the reference forward four: multi-turn rows are long, and the prompt prefix they share still runs once per
-# mini-batch (packing), so activations stay small at little cost (benchmarks/README.md, main job memory). It writes a
-# report:
+# mini-batch (packing), so activations stay small at little cost (benchmarks/README.md, main job memory).
+# It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
 #   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories
 #
@@ -76,7 +76,7 @@ fi
 # buffers, prefix-cache blocks and activations come from the malloc arenas, where what is freed between live blocks
 # stays resident. Fixed at 1 MiB, an eval of this job peaks at 3.1-3.6 GB instead of 3.6-4.1 GB. The cost is a page
 # fault per page of every large allocation: in the GRPO-vs-TRL benchmark's setting (32 rows per decode step) it made
-# generation ~25% slower, which is why it is this job's setting and not the engine's (benchmarks/README.md).
+# generation 20-28% slower, which is why it is this job's setting and not the engine's (benchmarks/README.md).
 export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
 "$python" -m skyrl_train.entrypoints.main_base "${CPU_LORA_GRPO_OVERRIDES[@]}" \
     data.train_data="[$DATA/train.parquet]" \
