@@ -288,7 +288,7 @@ def test_a_custom_registered_policy_loss_receives_the_algorithm_config(build_pol
     assert isinstance(received[0], AlgorithmConfig) and received[0].eps_clip_high == 0.28
 
 
-def _update_with_and_without_the_zero_advantage_skip(build_policy, batch, on_policy, monkeypatch, **algorithm):
+def _update_with_and_without_the_backward_skip(build_policy, batch, on_policy, monkeypatch, **algorithm):
     """The same update twice from the same weights: as shipped, then with every micro-batch run with a backward.
     Returns both runs' (metrics, weights after the step), the weights before it, and whether each micro-batch of the
     first run ran with grad."""
@@ -322,7 +322,7 @@ def test_zero_advantage_micro_batches_skip_their_backward_with_the_same_step_and
     if advantages == "two_rows_zero":
         batch["advantages"][0] = 1.0
         batch["advantages"][2] = -0.5
-    (skipped, full), before, with_grad = _update_with_and_without_the_zero_advantage_skip(
+    (skipped, full), before, with_grad = _update_with_and_without_the_backward_skip(
         build_policy, batch, on_policy, monkeypatch, optimizer={"weight_decay": 0.01}
     )
     assert with_grad == ([True, False, True, False] if advantages == "two_rows_zero" else [False] * 4)
@@ -337,7 +337,7 @@ def test_rows_without_a_loss_mask_skip_their_backward_even_with_a_kl_term(
     batch["advantages"][0] = 1.0
     batch["loss_mask"][[1, 3]] = 0  # e.g. groups the zero-variance filter dropped
     batch["base_action_log_probs"] = -torch.rand(batch["loss_mask"].shape, generator=torch.Generator().manual_seed(2))
-    (skipped, full), before, with_grad = _update_with_and_without_the_zero_advantage_skip(
+    (skipped, full), before, with_grad = _update_with_and_without_the_backward_skip(
         build_policy, batch, on_policy, monkeypatch, use_kl_loss=True, kl_loss_coef=0.1
     )
     assert with_grad == [True, False, True, False]  # row 2: advantage 0, but its KL term has a gradient
