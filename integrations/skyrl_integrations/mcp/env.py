@@ -4,7 +4,7 @@ One episode: `init` lists the servers' tools and builds the prompt (see `prompt`
 reply with `skyrl_integrations.tool_parser.parse_tool_calls` and then
 
 - runs its calls (at most `max_calls_per_turn`, in order) and answers with one ``user`` message holding each
-  call's ``Tool result (name):`` or ``Tool error (name):``;
+  call's ``Tool result (name):`` and output, or its one-line ``Tool error (name): message`` (see `render_call`);
 - or, for a call attempt that could not be parsed, answers with a hint naming the problem (counted per kind);
 - or, for a reply without a call attempt, takes it as the final answer and ends the episode.
 
@@ -149,8 +149,7 @@ class MCPToolEnv(BaseTextEnv):
         for call in calls:
             result = await self._run(call)
             records.append({"tool": call.name, "arguments": call.arguments, "error_kind": result.error_kind})
-            label = "Tool error" if result.is_error else "Tool result"
-            parts.append(f"{label} ({call.name}):\n{result.text}")
+            parts.append(render_call(call.name, result))
         metadata["tool_calls"] = records
         skipped = len(parsed.calls) - len(calls)
         if skipped:
@@ -206,6 +205,18 @@ class MCPToolEnv(BaseTextEnv):
         self.score = score_episode(self.ground_truth, self._record(), self.config.reward_weights)
         metadata.update(done_reason=reason, success=self.score.success)
         return BaseTextEnvStepOutput(observations=observations, reward=self.score.reward, done=True, metadata=metadata)
+
+
+def render_call(name: str, result: ToolResult) -> str:
+    """A call's part of the observation: ``Tool result (name):`` with the output on the next line, or an error on one
+    line, ``Tool error (name): message``, without the MCP SDK's ``Error executing tool <name>: `` prefix (it repeats
+    the label). The form matters to small models: after ``Tool error (get_stock_price):``, a line break and the
+    prefixed message "... use get_crypto_price with symbol ETHUSD", the default 135M model called `get_crypto_price`
+    in 4 of 80 samples; after the one-line form, in 65 of 80 (learnings/main-job-tool-choice.md)."""
+    if not result.is_error:
+        return f"Tool result ({name}):\n{result.text}"
+    message = result.text.removeprefix(f"Error executing tool {name}: ")
+    return f"Tool error ({name}): {message}"
 
 
 def _observation(parts: list[str]) -> ConversationType:

@@ -145,7 +145,7 @@ def test_calls_beyond_max_calls_per_turn_are_skipped_and_counted(make_env):
 def test_a_tool_error_is_shown_to_the_model_and_counted(make_env):
     env = started(make_env())
     out = env.step(call("fail", message="bad input"))
-    assert out["observations"][0]["content"] == "Tool error (fail):\nError executing tool fail: bad input"
+    assert out["observations"][0]["content"] == "Tool error (fail): bad input"
     assert env.get_metrics()["tool_errors"] == 1
 
 
@@ -202,7 +202,7 @@ def test_a_hung_tool_times_out_and_the_episode_continues(make_env):
     env = started(make_env())
     out = env.step(call("sleep", seconds=30))
     assert out["done"] is False
-    assert out["observations"][0]["content"].startswith("Tool error (sleep):\nTool 'sleep' timed out after 1s.")
+    assert out["observations"][0]["content"].startswith("Tool error (sleep): Tool 'sleep' timed out after 1s.")
     assert "infra_failure" not in out["metadata"]
     assert (env.get_metrics()["tool_timeouts"], env.get_metrics()["tool_errors"]) == (1, 1)
     assert env.step(ADD_2_3)["observations"][0]["content"].startswith("Tool result (add):\n5.0")
@@ -233,7 +233,7 @@ def test_a_server_crash_is_an_error_observation_flagged_as_an_infra_failure(make
     env = started(make_env())
     out = env.step(call("crash"))
     assert out["done"] is False
-    assert out["observations"][0]["content"].startswith("Tool error (crash):\nTool 'crash' failed: the tool server")
+    assert out["observations"][0]["content"].startswith("Tool error (crash): Tool 'crash' failed: the tool server")
     assert out["metadata"]["infra_failure"] == "tool_server_crashed"
     assert env.get_metrics()["server_crashes"] == 1
 
