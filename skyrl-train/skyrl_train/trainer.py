@@ -41,6 +41,7 @@ from skyrl_train.algorithms import (
 from skyrl_train.checkpoints import CheckpointManager, step_dir_name
 from skyrl_train.config import to_dict
 from skyrl_train.dataset import PromptDataLoader
+from skyrl_train.distributed.sharding import rows_with_loss
 from skyrl_train.dynamic_sampling import DynamicSampler
 from skyrl_train.evaluate import evaluate
 from skyrl_train.generators.base import GeneratorInterface
@@ -54,6 +55,7 @@ from skyrl_train.trainer_utils import (
     prepare_generator_input,
     reward_metrics,
 )
+from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.utils.memory import PeakRSS, release_free_memory
 from skyrl_train.utils.openmp import release_openmp_threads
 
@@ -255,7 +257,7 @@ class PPOTrainer:
                 if self.critic is not None:
                     training_batch["values"] = self.critic.compute_values(training_batch, micro_fwd)
                 if self.ref is not None:
-                    training_batch["base_action_log_probs"] = self.ref.compute_logprobs(training_batch, micro_fwd)
+                    training_batch["base_action_log_probs"] = self._ref_logprobs(training_batch, micro_fwd)
                 if old_logprobs_forward:
                     training_batch["action_log_probs"] = self.policy.compute_logprobs(training_batch, micro_fwd)
         if self.kl_controller is not None:
@@ -279,6 +281,20 @@ class PPOTrainer:
             with self._timer("policy_train", metrics):
                 metrics.update(self.policy.ppo_train(training_batch, policy_rows, micro, epochs))
         return metrics
+
+    def _ref_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
+        """Reference logprobs ``[B, R]``. A KL loss is reduced under the loss mask, so without the KL in the reward
+        only the rows with a loss token need them: rows without one (groups `zero_variance_filter` dropped, failed
+        trajectories) stay out of the forward and get 0. With the KL in the reward every row needs them."""
+        if self.kl_controller is not None:
+            return self.ref.compute_logprobs(batch, micro_batch_size)
+        rows = rows_with_loss(batch["loss_mask"], self.ref.world_size)
+        if len(rows) == batch.batch_size:
+            return self.ref.compute_logprobs(batch, micro_batch_size)
+        logprobs = torch.zeros(batch["response_mask"].shape, dtype=torch.float32)
+        if len(rows):
+            logprobs[rows] = self.ref.compute_logprobs(batch[rows], micro_batch_size)
+        return logprobs
 
     def _advantages(self, batch, uids: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         algo = self.cfg.trainer.algorithm

@@ -2,6 +2,8 @@
 
 - forward passes (logprobs, values): ``split_rows`` gives rank r the r-th of ``dp`` equal contiguous parts, and the
   results are concatenated back in rank order;
+- forward passes whose results matter only under the loss mask (the reference logprobs of a KL loss):
+  ``rows_with_loss`` picks the rows to run, topped up to a multiple of ``dp``;
 - PPO updates: ``shard_for_update`` gives rank r the r-th part of *every* mini-batch, concatenated, so that the
   ranks' local mini-batch k (``mini_batch_size / dp`` rows) together are exactly the global mini-batch k that the
   single-process worker would train on.
@@ -11,9 +13,11 @@ Equal parts keep every rank at the same number of micro-batches, which FSDP need
 
 from __future__ import annotations
 
+import torch
+
 from skyrl_train.training_batch import TrainingInputBatch
 
-__all__ = ["split_rows", "shard_for_update"]
+__all__ = ["rows_with_loss", "split_rows", "shard_for_update"]
 
 
 def split_rows(batch: TrainingInputBatch, dp: int) -> list[TrainingInputBatch]:
@@ -28,6 +32,18 @@ def split_rows(batch: TrainingInputBatch, dp: int) -> list[TrainingInputBatch]:
             "trainer.train_batch_size x generator.n_samples_per_prompt a multiple of the worker count"
         )
     return batch.chunk(batch.batch_size // dp)
+
+
+def rows_with_loss(loss_mask: torch.Tensor, dp: int) -> torch.Tensor:
+    """Indices (ascending) of the rows of ``loss_mask`` ``[B, R]`` that have a loss token, with as many rows without
+    one as it takes to make their number a multiple of ``dp`` (``split_rows`` needs equal parts). ``B`` is a multiple
+    of ``dp``, so there are always enough."""
+    has_loss = loss_mask.bool().any(dim=1)
+    rows = has_loss.nonzero().flatten()
+    missing = -len(rows) % dp
+    if missing:
+        rows = torch.cat([rows, (~has_loss).nonzero().flatten()[:missing]]).sort().values
+    return rows
 
 
 def shard_for_update(batch: TrainingInputBatch, mini_batch_size: int, dp: int) -> tuple[list[TrainingInputBatch], int]:

@@ -28,6 +28,9 @@ class RefWorker:
     """Logprobs of a frozen reference model. Build it with ``for_policy`` (the usual way), ``from_pretrained``
     or ``sharing_policy``."""
 
+    world_size = 1
+    """One process (``RefWorkerGroup`` spreads the forward over its data-parallel ranks)."""
+
     def __init__(
         self, model: nn.Module, temperature: float = 1.0, *, disable_adapter: bool = False, sample_packing: bool = False
     ):

@@ -94,14 +94,16 @@ def run_one_step(tmp_path, tiny_model):  # noqa: F811
 
 class RolloutReplay:
     """The same rollouts in several runs (continuous batching makes sampling depend on request timing): ``record``
-    sets rewards 1, 0, 0, 1, so that both GRPO groups of the 4 rows carry a signal (the random tiny model never
-    solves gsm8k), and keeps the output; ``replay`` puts a copy of it in place of a new output (and returns it)."""
+    sets the rewards (by default 1, 0, 0, 1, so that both GRPO groups of the 4 rows carry a signal: the random tiny
+    model never solves gsm8k) and keeps the output; ``replay`` puts a copy of it in place of a new output (and
+    returns it)."""
 
-    def __init__(self):
+    def __init__(self, rewards: tuple[float, ...] = (1.0, 0.0, 0.0, 1.0)):
+        self.rewards = rewards
         self.recorded: GeneratorOutput | None = None
 
     def record(self, output: GeneratorOutput) -> None:
-        output["rewards"] = [1.0, 0.0, 0.0, 1.0]
+        output["rewards"] = list(self.rewards)
         self.recorded = copy.deepcopy(output)
 
     def replay(self, output: GeneratorOutput) -> GeneratorOutput:
