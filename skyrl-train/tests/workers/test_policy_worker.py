@@ -69,10 +69,12 @@ def test_step_metrics_are_exact_mini_batch_values_for_any_micro_batch_size(build
     one, four = (worker.forward_backward(batch, size) for size in (1, 4))
     assert one.keys() == four.keys()
     for key in one:
-        assert one[key] == pytest.approx(four[key], rel=1e-5, abs=1e-7), key
-    # The mean response length is 10 tokens / 4 rows; on-policy ratios are exactly 1.
+        # abs: ratio_std is the square root of a difference of near-equal numbers (4e-7 seen on an AVX2 CPU)
+        assert one[key] == pytest.approx(four[key], rel=1e-5, abs=1e-6), key
+    # The mean response length is 10 tokens / 4 rows; on-policy ratios are 1 (to an ulp or two of the logprobs: the
+    # update's forward and the old-logprob forward run other batch shapes, whose fp32 kernels can round differently).
     assert one["response_length"] == pytest.approx(2.5)
-    assert (one["ratio_min"], one["ratio_max"], one["ratio_std"]) == (1.0, 1.0, 0.0)
+    assert (one["ratio_min"], one["ratio_max"], one["ratio_std"]) == pytest.approx((1.0, 1.0, 0.0), abs=1e-5)
 
 
 def test_ratio_statistics_are_those_of_the_masked_token_ratios(build_policy, batch, on_policy):

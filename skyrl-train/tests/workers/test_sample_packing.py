@@ -77,7 +77,8 @@ def test_logprobs_and_entropy_equal_the_padded_forward(model, any_batch, tempera
         packed = logprobs_and_entropy(model, any_batch, pack=True, temperature=temperature)
         padded = logprobs_and_entropy(model, any_batch, pack=False, temperature=temperature)
     for got, want in zip(packed, padded, strict=True):
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+        # rtol: fp32 values near 10 differ by a few ulps between AVX2 and AVX-512 kernels
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1.3e-6)
     assert bool((packed[0] != 0).sum() == any_batch["response_mask"].sum())
 
 
