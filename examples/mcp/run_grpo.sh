@@ -14,11 +14,13 @@
 # answering); 20 GRPO steps of 4 tasks x 4 samples with a KL loss (k3, coefficient 0.01) to the base model, which
 # keeps the policy from collapsing onto one template's answer (learnings/main-job-tool-choice.md), and the
 # zero-variance filter: a group whose samples all scored the same has no advantage, so it is left out of the loss
-# (with the KL term it would otherwise cost a full backward per row; most steps leave out 2-4 of the 4 groups). It
-# evaluates greedily on the 64 held-out tasks before training and at steps 10 and 20 (README gives the measured time,
-# under 30 min on this 2-core CPU with nothing else running). The policy update runs one trajectory per micro-batch
-# and the reference forward four: multi-turn rows are long, and the prompt prefix they share still runs once per
-# mini-batch (packing), so activations stay small at little cost (benchmarks/README.md, main job memory).
+# (with the KL term it would otherwise cost a backward and a reference forward per row; most steps leave out 2-4 of the
+# 4 groups). It evaluates greedily on the 64 held-out tasks before training and at steps 10 and 20 (README gives the
+# measured times: 18-22 min on the 2-core machines of earlier sessions with nothing else running, ~45 min at the pace
+# of a slower one).
+# The policy update runs one trajectory per micro-batch and the reference forward four: multi-turn rows are long, and
+# the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at little cost
+# (benchmarks/README.md, main job memory).
 # It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
 #   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories

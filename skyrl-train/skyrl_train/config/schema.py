@@ -273,7 +273,11 @@ class AlgorithmConfig:
     policy_loss_type: str = knob("regular", "Policy loss registry name: regular, dual_clip, gspo, ... or custom.")
     loss_reduction: str = knob("token_mean", "Loss reduction: token_mean, sequence_mean or seq_mean_token_sum_norm.")
     grpo_norm_by_std: bool = knob(True, "GRPO: divide group-centred rewards by the group std.")
-    zero_variance_filter: bool = knob(False, "Zero the loss mask of groups whose rewards are all equal.")
+    zero_variance_filter: bool = knob(
+        False,
+        "Zero the loss mask of groups whose rewards are all equal. Micro-batches left without a loss token skip the "
+        "backward, and (with the KL in the loss only) rows without one skip the reference forward.",
+    )
     lambd: float = knob(1.0, "GAE lambda.")
     gamma: float = knob(1.0, "Discount factor.")
     eps_clip_low: float = knob(0.2, "PPO ratio clip below 1.")
