@@ -212,12 +212,22 @@ def test_asking_for_more_tasks_than_the_templates_can_make_fails_loudly():
         generate_tasks(50, 0, servers=["slack"], complexities=["single"])
 
 
-FIELD_TEMPLATES = ["close_price", "open_price", "volume", "crypto_close", "revenue", "eps", "employees"]
+FIELD_TEMPLATES = [
+    "close_price",
+    "close_by_name",
+    "open_price",
+    "volume",
+    "crypto_close",
+    "crypto_close_by_name",
+    "revenue",
+    "eps",
+    "employees",
+]
 
 
 @pytest.fixture(scope="module")
 def field_tasks():
-    return generate_tasks(42, 0, seed=4, templates=FIELD_TEMPLATES, balance_templates=True)
+    return generate_tasks(45, 0, seed=4, templates=FIELD_TEMPLATES, balance_templates=True)
 
 
 def test_no_other_field_of_the_record_passes_the_answer_check(field_tasks):
@@ -237,7 +247,7 @@ def test_no_other_field_of_the_record_passes_the_answer_check(field_tasks):
             checked += 1
     others_per_record = {"get_stock_price": 4, "get_crypto_price": 4, "get_financials": 2, "get_company_profile": 0}
     assert checked == sum(others_per_record[t.tool_sequence[0].tool] for t in field_tasks)
-    assert len(field_tasks) == 42
+    assert len(field_tasks) == 45
 
 
 def test_the_tolerance_stays_below_half_the_gap_to_the_nearest_other_number():

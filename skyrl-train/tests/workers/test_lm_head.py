@@ -96,7 +96,9 @@ def test_a_micro_batch_through_the_chunked_head_equals_the_models_own_logits(
     torch.testing.assert_close(got_lp, want_lp, atol=1e-5, rtol=0)
     torch.testing.assert_close(got_ent, want_ent, atol=1e-5, rtol=0)
     for got, want in zip(got_grads, want_grads, strict=True):
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+        # atol: the chunked and the full head sum a gradient over the vocabulary in another order (1.4e-5 seen on one
+        # element of 3.1M on an AVX2 CPU)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
 
 
 def test_a_lora_wrapped_model_keeps_the_base_head_unless_the_adapter_targets_it(model_path):

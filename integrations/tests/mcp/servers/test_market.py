@@ -162,7 +162,27 @@ async def test_cheap_crypto_keeps_four_decimals(market, call_tool):
 async def test_stock_ticker_passed_to_crypto_tool_points_to_the_stock_tool(market, call_tool):
     async with market as client:
         is_error, text = await call_tool(client, "get_crypto_price", {"symbol": "AAPL", "date": "2024-03-15"})
-    assert is_error and "'AAPL' is a stock: use get_stock_price" in text
+    assert is_error and "'AAPL' is a stock: use get_stock_price with ticker AAPL" in text
+
+
+async def test_crypto_symbol_passed_to_stock_tool_gets_the_tool_and_symbol_to_use(market, call_tool):
+    async with market as client:
+        is_error, text = await call_tool(client, "get_stock_price", {"ticker": "eth", "date": "2024-03-15"})
+    assert is_error and text.endswith("'ETH' is a crypto pair: use get_crypto_price with symbol ETHUSD")
+
+
+async def test_company_name_passed_as_a_ticker_gets_the_call_to_make(market, call_tool):
+    async with market as client:
+        by_word = await call_tool(client, "get_stock_price", {"ticker": "Microsoft", "date": "2024-03-15"})
+        by_name = await call_tool(client, "get_financials", {"ticker": "Helix Robotics Inc.", "period": "FY2024"})
+        ambiguous = await call_tool(client, "get_stock_price", {"ticker": "Inc", "date": "2024-03-15"})
+    assert by_word[0] and by_word[1].endswith(
+        "'MICROSOFT' is not a stock ticker: Microsoft Corporation is MSFT, use get_stock_price with ticker MSFT"
+    )
+    assert by_name[0] and by_name[1].endswith(
+        "'HELIX ROBOTICS INC.' is not a stock ticker: Helix Robotics Inc. is HLXR, use get_financials with ticker HLXR"
+    )
+    assert ambiguous[0] and "Unknown ticker 'INC'. Valid tickers include:" in ambiguous[1]
 
 
 async def test_a_coin_name_passed_as_a_ticker_or_symbol_gets_the_tool_and_symbol_to_use(market, call_tool):
@@ -176,7 +196,8 @@ async def test_a_coin_name_passed_as_a_ticker_or_symbol_gets_the_tool_and_symbol
     )
     assert as_symbol == (
         True,
-        "Error executing tool get_crypto_price: Unknown crypto symbol 'ETHEREUMUSD': the symbol of Ethereum is ETHUSD",
+        "Error executing tool get_crypto_price: Unknown crypto symbol 'ETHEREUMUSD': Ethereum is ETHUSD, use "
+        "get_crypto_price with symbol ETHUSD",
     )
 
 

@@ -10,7 +10,7 @@ import datetime as dt
 import re
 
 from .._common import ToolError, unknown_value_error
-from .data import FIRST_DAY, HOLIDAYS, LAST_DAY, MARKET, Bar, CryptoPair, MarketData
+from .data import FIRST_DAY, HOLIDAYS, LAST_DAY, MARKET, Bar, Company, CryptoPair, MarketData
 
 MAX_HISTORY_BARS = 31
 
@@ -45,6 +45,10 @@ def parse_date(value: str, arg: str = "date") -> dt.date:
         raise ToolError(f"Invalid {arg} {value!r}: use YYYY-MM-DD, e.g. 2024-03-15") from None
 
 
+def _alphanumeric(text: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", str(text).casefold())
+
+
 def normalize_ticker(ticker: str) -> str:
     return str(ticker).strip().lstrip("$").upper()
 
@@ -74,19 +78,41 @@ class OfflineMarket:
     def __init__(self, data: MarketData = MARKET) -> None:
         self.data = data
 
-    def _company_bars(self, ticker: str) -> tuple[str, dict[dt.date, Bar]]:
+    def _company_bars(self, ticker: str, tool: str) -> tuple[str, dict[dt.date, Bar]]:
+        """The company's ticker and bars; an unknown ticker raises an error naming the call to make instead (``tool``
+        is the tool being run, for a company name passed as its ticker)."""
         symbol = normalize_ticker(ticker)
         if symbol not in self.data.stocks:
-            if normalize_crypto_symbol(symbol) in self.data.crypto:
-                raise ToolError(f"{symbol!r} is a crypto pair: use get_crypto_price")
+            pair_symbol = normalize_crypto_symbol(symbol)
+            if pair_symbol in self.data.crypto:
+                raise ToolError(f"{symbol!r} is a crypto pair: use get_crypto_price with symbol {pair_symbol}")
             pair = self._pair_named(ticker)
             if pair is not None:
                 raise ToolError(
                     f"{symbol!r} is not a stock ticker: {pair.name} is a crypto pair, use get_crypto_price with "
                     f"symbol {pair.symbol}"
                 )
+            company = self._company_named(ticker)
+            if company is not None:
+                raise ToolError(
+                    f"{symbol!r} is not a stock ticker: {company.name} is {company.ticker}, use {tool} with ticker "
+                    f"{company.ticker}"
+                )
             raise unknown_value_error("ticker", symbol, self.data.stocks)
         return symbol, self.data.stocks[symbol]
+
+    def _company_named(self, name: str) -> Company | None:
+        """The one company whose name contains every word of ``name`` ("Microsoft"), or its letters and digits run
+        together ("ExxonMobil"), else ``None``."""
+        words = str(name).casefold().split()
+        letters = _alphanumeric(name)
+
+        def is_named(company: Company) -> bool:
+            full = company.name.casefold()
+            return all(w in full for w in words) or (len(letters) >= 3 and letters in _alphanumeric(full))
+
+        named = [c for c in self.data.companies.values() if words and is_named(c)]
+        return named[0] if len(named) == 1 else None
 
     def _pair_named(self, name: str) -> CryptoPair | None:
         """The crypto pair whose name (e.g. "Ethereum") is ``name``, ignoring case and spaces."""
@@ -105,7 +131,7 @@ class OfflineMarket:
         return ToolError(f"No trading on {day} ({reason}). Nearest trading days: {nearest}")
 
     def stock_price(self, ticker: str, date: str) -> dict:
-        symbol, bars = self._company_bars(ticker)
+        symbol, bars = self._company_bars(ticker, "get_stock_price")
         day = parse_date(date)
         self._check_range(day)
         if day not in bars:
@@ -113,7 +139,7 @@ class OfflineMarket:
         return {"ticker": symbol, **bars[day].as_dict()}
 
     def price_history(self, ticker: str, start_date: str, end_date: str) -> dict:
-        symbol, bars = self._company_bars(ticker)
+        symbol, bars = self._company_bars(ticker, "get_price_history")
         start, end = parse_date_range(start_date, end_date)
         self._check_range(start)
         self._check_range(end)
@@ -124,17 +150,21 @@ class OfflineMarket:
         pair = normalize_crypto_symbol(symbol)
         if pair not in self.data.crypto:
             if normalize_ticker(symbol) in self.data.stocks:
-                raise ToolError(f"{normalize_ticker(symbol)!r} is a stock: use get_stock_price")
+                ticker = normalize_ticker(symbol)
+                raise ToolError(f"{ticker!r} is a stock: use get_stock_price with ticker {ticker}")
             named = self._pair_named(symbol)
             if named is not None:
-                raise ToolError(f"Unknown crypto symbol {pair!r}: the symbol of {named.name} is {named.symbol}")
+                raise ToolError(
+                    f"Unknown crypto symbol {pair!r}: {named.name} is {named.symbol}, use get_crypto_price with symbol "
+                    f"{named.symbol}"
+                )
             raise unknown_value_error("crypto symbol", symbol, self.data.crypto)
         day = parse_date(date)
         self._check_range(day)
         return {"symbol": pair, **self.data.crypto[pair][day].as_dict()}
 
     def company_profile(self, ticker: str) -> dict:
-        symbol, _ = self._company_bars(ticker)
+        symbol, _ = self._company_bars(ticker, "get_company_profile")
         c = self.data.companies[symbol]
         return {
             "ticker": c.ticker,
@@ -146,7 +176,7 @@ class OfflineMarket:
         }
 
     def financials(self, ticker: str, period: str) -> dict:
-        symbol, _ = self._company_bars(ticker)
+        symbol, _ = self._company_bars(ticker, "get_financials")
         key = normalize_period(period)
         rows = self.data.financials[symbol]
         if key not in rows:
