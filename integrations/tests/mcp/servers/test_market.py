@@ -175,12 +175,16 @@ async def test_company_name_passed_as_a_ticker_gets_the_call_to_make(market, cal
     async with market as client:
         by_word = await call_tool(client, "get_stock_price", {"ticker": "Microsoft", "date": "2024-03-15"})
         by_name = await call_tool(client, "get_financials", {"ticker": "Helix Robotics Inc.", "period": "FY2024"})
+        run_together = await call_tool(client, "get_stock_price", {"ticker": "ExxonMobil", "date": "2024-03-15"})
         ambiguous = await call_tool(client, "get_stock_price", {"ticker": "Inc", "date": "2024-03-15"})
     assert by_word[0] and by_word[1].endswith(
         "'MICROSOFT' is not a stock ticker: Microsoft Corporation is MSFT, use get_stock_price with ticker MSFT"
     )
     assert by_name[0] and by_name[1].endswith(
         "'HELIX ROBOTICS INC.' is not a stock ticker: Helix Robotics Inc. is HLXR, use get_financials with ticker HLXR"
+    )
+    assert run_together[0] and run_together[1].endswith(
+        "Exxon Mobil Corporation is XOM, use get_stock_price with ticker XOM"
     )
     assert ambiguous[0] and "Unknown ticker 'INC'. Valid tickers include:" in ambiguous[1]
 

@@ -49,6 +49,11 @@ def _alphanumeric(text: str) -> str:
     return re.sub(r"[^0-9a-z]", "", str(text).casefold())
 
 
+def _has_every_word(words: list[str], text: str) -> bool:
+    """Whether ``text`` contains each of ``words`` (casefolded), as `search_tickers` matches a query."""
+    return all(w in text.casefold() for w in words)
+
+
 def normalize_ticker(ticker: str) -> str:
     return str(ticker).strip().lstrip("$").upper()
 
@@ -108,8 +113,9 @@ class OfflineMarket:
         letters = _alphanumeric(name)
 
         def is_named(company: Company) -> bool:
-            full = company.name.casefold()
-            return all(w in full for w in words) or (len(letters) >= 3 and letters in _alphanumeric(full))
+            return _has_every_word(words, company.name) or (
+                len(letters) >= 3 and letters in _alphanumeric(company.name)
+            )
 
         named = [c for c in self.data.companies.values() if words and is_named(c)]
         return named[0] if len(named) == 1 else None
@@ -191,7 +197,7 @@ class OfflineMarket:
         }
 
     def search_tickers(self, query: str) -> dict:
-        words = str(query).strip().lower().split()
+        words = str(query).casefold().split()
         if not words:
             raise ToolError("query is empty: pass part of a company name or ticker, e.g. 'robotics'")
         candidates = [(c.ticker, c.name, "stock") for c in self.data.companies.values()]
@@ -199,6 +205,6 @@ class OfflineMarket:
         matches = [
             {"ticker": ticker, "name": name, "type": kind}
             for ticker, name, kind in candidates
-            if all(w in f"{ticker} {name}".lower() for w in words)
+            if _has_every_word(words, f"{ticker} {name}")
         ]
         return {"query": query, "results": matches[:MAX_SEARCH_RESULTS]}
