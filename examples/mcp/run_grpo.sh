@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
-# Main job: GRPO on MCP tool-use tasks. The agent answers questions about market data by calling the bundled
-# offline market-data MCP server (a real process spoken to over MCP stdio), then giving the final answer.
+# Main job: GRPO on MCP tool-use tasks. The agent answers questions about market data by calling the bundled offline
+# market-data MCP server (a real process spoken to over MCP stdio), then giving the final answer.
 #
-# CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA; four question templates over three
-# tools of the market server (closing price of a stock by ticker, of a stock named by its company, of a coin named
-# without its symbol, and a company's revenue), balanced in train (80) and held-out eval (64) and in every training
-# batch (one group per template); every prompt lists all six market tools; two worked demonstrations on tools no
-# template uses (a 135M model almost never emits a tool call without them); graded reward (tool, arguments, answer: see
-# skyrl_integrations/mcp/scoring.py) whose answer check no other field of the tool output passes, without the credit
-# for any executed call (with it GRPO moves every question onto whichever tool always runs, a demonstration's:
+# CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA; four question templates over three tools of
+# the market server (closing price of a stock by ticker, of a stock named by its company, of a coin named without its
+# symbol, and a company's revenue), balanced in train (80) and held-out eval (64) and in every training batch (one group
+# per template); every prompt lists all six market tools; two worked demonstrations on tools no template uses (a 135M
+# model almost never emits a tool call without them); graded reward (tool, arguments, answer: see
+# skyrl_integrations/mcp/scoring.py) whose answer check no other field of the tool output passes, without the credit for
+# any executed call (with it GRPO moves every question onto whichever tool always runs, a demonstration's:
 # learnings/main-job-tool-choice.md); sampling at temperature 0.4, so that groups of the untrained model carry right
 # calls; 96 new tokens per turn (the untrained model copies the first demonstration's start_date/end_date into its
-# calls, 81-86 tokens, which 64 cut into malformed JSON); 3 turns per task, without the env's "this is your last turn"
-# note (with it the 135M model spends its last turn on another call instead of answering); 20 GRPO steps of 4 tasks x
-# 4 samples with a KL loss (k3, coefficient 0.01) to the base model, which keeps the policy from collapsing onto one
-# template's answer (learnings/main-job-tool-choice.md), and the zero-variance filter: a group whose samples all scored
-# the same has no advantage, so it is left out of the loss (with the KL term it would otherwise cost a backward and a
-# reference forward per row; most steps leave out 1-3 of the 4 groups). It evaluates greedily on the 64 held-out tasks
-# before training and at steps 10 and 20 (README gives the measured times and results: 30-40 min on the 2-core
-# machine of the last measurements, over the 30 minutes the job is meant to take).
+# calls, 81-86 tokens, which 64 cut into malformed JSON), and a turn cut at that cap ends the episode with reward 0
+# (generator.truncated_turn_ends_trajectory; without it a run grew its calls with keys the server ignores until the cap
+# cut them, and the parser completed the cut JSON, so the padding cost nothing); 3 turns per task, without the env's
+# "this is your last turn" note (with it the 135M model spends its last turn on another call instead of answering); 20
+# GRPO steps of 4 tasks x 4 samples with a KL loss (k3, coefficient 0.01) to the base model, which keeps the policy from
+# collapsing onto one template's answer (learnings/main-job-tool-choice.md), and the zero-variance filter: a group whose
+# samples all scored the same has no advantage, so it is left out of the loss (with the KL term it would otherwise cost
+# a backward and a reference forward per row; most steps leave out 1-3 of the 4 groups). It evaluates greedily on the 64
+# held-out tasks before training and at steps 10 and 20 (README gives the measured times and results: about 30 minutes
+# on the 2-core machine of the last measurements, at the edge of the 30 the job is meant to take).
 # The policy update runs one trajectory per micro-batch and the reference forward four: multi-turn rows are long, and
 # the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at little cost
 # (benchmarks/README.md, main job memory).
@@ -100,6 +102,7 @@ export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
     "${CPU_TOOL_CALL_OVERRIDES[@]}" \
     generator.sampling_params.max_generate_length=96 \
     generator.eval_sampling_params.max_generate_length=96 \
+    generator.truncated_turn_ends_trajectory=true \
     generator.sampling_params.temperature=0.4 \
     +environment.skyrl_gym.mcp_tool.reward_weights.format=0 \
     "+environment.skyrl_gym.mcp_tool.last_turn_note=''" \

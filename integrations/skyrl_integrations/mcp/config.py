@@ -1,8 +1,9 @@
 """`MCPEnvConfig`: the `environment.skyrl_gym.mcp_tool` block, validated, and which servers/tools a row uses.
 
 Keys (all optional; documented on `MCPToolEnv`): servers, allowed_tools, call_timeout_s, connect_timeout_s,
-retries, max_output_chars, max_calls_per_turn, tool_prompt, terminal_tools, demonstrations, reward_weights,
-last_turn_note. An unknown key is an error naming it, so a typo does not silently fall back to a default.
+retries, max_output_chars, max_calls_per_turn, strict_arguments, tool_prompt, terminal_tools, demonstrations,
+reward_weights, last_turn_note. An unknown key is an error naming it, so a typo does not silently fall back to a
+default.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class MCPEnvConfig:
     retries: int = client.DEFAULT_RETRIES
     max_output_chars: int = client.DEFAULT_MAX_OUTPUT_CHARS
     max_calls_per_turn: int = 4
+    strict_arguments: bool = False
     tool_prompt: str = "compact"
     terminal_tools: frozenset[str] = frozenset()
     demonstrations: tuple[dict[str, str], ...] = ()
@@ -71,6 +73,8 @@ class MCPEnvConfig:
         for key, low in (("retries", 0), ("max_output_chars", 1), ("max_calls_per_turn", 1)):
             if int(getattr(self, key)) < low:
                 raise ValueError(f"{WHERE}.{key}: must be >= {low}, got {getattr(self, key)!r}")
+        if not isinstance(self.strict_arguments, bool):
+            raise ValueError(f"{WHERE}.strict_arguments: expected true or false, got {self.strict_arguments!r}")
         if not isinstance(self.last_turn_note, str):
             raise ValueError(f"{WHERE}.last_turn_note: expected a string, got {self.last_turn_note!r}")
         if self.tool_prompt not in TOOL_PROMPT_STYLES:

@@ -27,7 +27,7 @@ from skyrl_integrations.mcp.config import MCPEnvConfig
 from skyrl_integrations.mcp.metrics import EpisodeCounters, aggregate_metrics
 from skyrl_integrations.mcp.prompt import build_prompt
 from skyrl_integrations.mcp.scoring import CallRecord, EpisodeRecord, GroundTruth, Score, score_episode
-from skyrl_integrations.tool_parser import ParseFailure, ToolCall, parse_tool_calls
+from skyrl_integrations.tool_parser import ParseFailure, ToolCall, ToolRegistry, parse_tool_calls
 
 DEFAULT_MAX_TURNS = 5
 """When neither the row's ground truth nor the generator sets `max_turns`."""
@@ -53,6 +53,9 @@ class MCPToolEnv(BaseTextEnv):
       extra attempts to start/reach a server.
     - ``max_output_chars`` (4000): longer tool outputs are truncated with a marker.
     - ``max_calls_per_turn`` (4): calls beyond this in one reply are skipped (and the model is told).
+    - ``strict_arguments`` (false): a call with an argument its tool's input schema does not list is not run; the
+      model is told which argument and which ones the tool takes. The schemas the MCP SDKs generate allow extra
+      arguments and their servers drop them, so without this a policy can pad its calls with keys at no cost.
     - ``tool_prompt`` ("compact"): "compact" (one line per tool, for small-context models) or "full" (JSON
       schemas).
     - ``terminal_tools`` ([]): calling one ends the episode; its arguments count as part of the final answer.
@@ -92,6 +95,7 @@ class MCPToolEnv(BaseTextEnv):
             for spec in self.config.servers_for(extra_info)
         ]
         self.tools: list[dict[str, Any]] = []
+        self.registry = ToolRegistry.from_tools([])
         self._reset()
 
     def _reset(self) -> None:
@@ -114,6 +118,7 @@ class MCPToolEnv(BaseTextEnv):
         self._reset()
         listings = await asyncio.gather(*(group.list_tools_async() for group in self.groups))
         self.tools = [tool for listing in listings for tool in listing]
+        self.registry = ToolRegistry.from_tools(self.tools, closed=self.config.strict_arguments)
         self.init_tool_groups(self.groups)  # raises if two servers offer the same tool name
         missing = sorted((self.allowed_tools or set()) - set(self.tool_to_toolgroup))
         if missing:
@@ -131,7 +136,7 @@ class MCPToolEnv(BaseTextEnv):
     async def step_async(self, action: str) -> BaseTextEnvStepOutput:
         self.turns += 1
         self.counters.turns = self.turns
-        parsed = parse_tool_calls(action, self.tools)
+        parsed = parse_tool_calls(action, self.registry)
         failure = None if parsed.failure in (None, ParseFailure.NO_CALL) else parsed.failure
         metadata: dict[str, Any] = {
             "turn": self.turns,

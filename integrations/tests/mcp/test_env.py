@@ -128,6 +128,21 @@ def test_parse_failures_are_counted_per_kind(make_env):
     assert (metrics["parse_failures_malformed_json"], metrics["tool_calls"]) == (0, 0)
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_strict_arguments_refuses_a_call_padded_with_an_argument_the_tool_does_not_take(make_env, strict):
+    env = started(make_env(strict_arguments=strict))
+    out = env.step(call("add", a=2, b=3, date_time="2024-01-01"))
+    content = out["observations"][0]["content"]
+    if strict:
+        assert content.startswith(
+            "Your tool call could not be used (invalid_arguments): tool 'add': unknown argument 'date_time' "
+            "(arguments: a, b)"
+        )
+        assert (env.get_metrics()["tool_calls"], env.get_metrics()["parse_failures_invalid_arguments"]) == (0, 1)
+    else:  # the toy server's SDK-generated schema leaves extra arguments open and the server drops them
+        assert content == "Tool result (add):\n5.0"
+
+
 def test_several_calls_in_one_reply_are_all_run(make_env):
     out = started(make_env()).step(call("echo", text="a") + call("add", a=1, b=1))
     assert out["observations"][0]["content"] == "Tool result (echo):\na\n\nTool result (add):\n2.0"

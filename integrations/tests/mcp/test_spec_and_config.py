@@ -88,6 +88,7 @@ def test_config_from_a_dictconfig_with_a_list_of_servers():
         ({"tool_prompt": "verbose"}, r"mcp_tool.tool_prompt: expected one of \('full', 'compact'\)"),
         ({"call_timeout_s": 0}, r"mcp_tool.call_timeout_s: must be > 0"),
         ({"max_calls_per_turn": 0}, r"mcp_tool.max_calls_per_turn: must be >= 1"),
+        ({"strict_arguments": "yes"}, r"mcp_tool.strict_arguments: expected true or false, got 'yes'"),
         ({"servers": "market"}, r"mcp_tool.servers: expected a list or a mapping"),
         ({"servers": [{"command": ["srv"]}]}, r"mcp_tool.servers\[0\]: expected a bundled server name or a mapping"),
         ({"allowed_tools": "search"}, r"mcp_tool.allowed_tools: expected a list of names"),

@@ -156,3 +156,14 @@ def test_registry_resolves_forgiving_names_only_when_unambiguous():
     assert registry.resolve("functions.Get-Price").name == "get_price"
     assert registry.resolve("search").name == "search"
     assert registry.resolve("SEARCH") is None  # "Search" and "search" normalise alike
+
+
+def test_a_closed_registry_refuses_unknown_arguments_but_still_repairs_aliases():
+    tool = {"name": "search", "inputSchema": {"properties": {"query": {"type": "string"}}, "required": ["query"]}}
+    spec = ToolRegistry.from_tools([tool], closed=True).resolve("search")
+    assert check_arguments(spec, {"q": "x"}) == ({"query": "x"}, None)
+    assert (
+        check_arguments(spec, {"query": "x", "extra": 1})[1]
+        == "tool 'search': unknown argument 'extra' (arguments: query)"
+    )
+    assert check_arguments(ToolRegistry.from_tools([tool]).resolve("search"), {"query": "x", "extra": 1})[1] is None

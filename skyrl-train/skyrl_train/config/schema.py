@@ -459,6 +459,11 @@ class GeneratorConfig:
     append_eos_token_after_stop_str_in_multi_turn: bool = knob(True, "Append EOS when a turn ends on a stop string.")
     zero_reward_on_non_stop: bool = knob(False, "Reward 0 for trajectories that did not end with stop_reason=stop.")
     apply_overlong_filtering: bool = knob(False, "Mask out trajectories truncated by length (DAPO).")
+    truncated_turn_ends_trajectory: bool = knob(
+        False,
+        "A turn cut by max_generate_length ends the trajectory (stop reason length, reward 0) instead of reaching "
+        "the env, whose tool-call parser might run a call whose JSON was cut.",
+    )
     step_wise_trajectories: bool = knob(False, "Train on each turn as its own sample.")
     rope_scaling: dict[str, Any] | None = knob("${trainer.rope_scaling}", "RoPE scaling for the engines.")
     rope_theta: float | None = knob("${trainer.rope_theta}", "RoPE theta for the engines.")

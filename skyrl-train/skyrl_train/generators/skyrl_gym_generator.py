@@ -221,6 +221,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         self.max_turns: int = generator_cfg.max_turns
         self.append_eos_after_stop: bool = generator_cfg.append_eos_token_after_stop_str_in_multi_turn
         self.inject_context_status: bool = generator_cfg.inject_context_status
+        self.truncated_turn_ends_trajectory: bool = generator_cfg.truncated_turn_ends_trajectory
         self.trajectory_timeout: float | None = generator_cfg.trajectory_timeout_seconds or None
         self.default_sampling_params = resolve_sampling_params(generator_cfg.sampling_params)
         self._template_kwargs: dict[str, Any] = dict(generator_cfg.chat_template_kwargs)
@@ -355,12 +356,16 @@ class SkyRLGymGenerator(GeneratorInterface):
                 await self._close_env(env)
 
     async def _run_turns(self, env, rollout: _Rollout, sampling_params: SamplingParams, session_id: str | None) -> None:
-        """Generate / step until the env is done or the running context exceeds `max_input_length`."""
+        """Generate / step until the env is done, the running context exceeds `max_input_length`, or (with
+        `truncated_turn_ends_trajectory`) a turn is cut by the per-turn token limit."""
         while True:
             if len(rollout.input_ids) > self.max_input_length:
                 rollout.stop_reason = TrajectoryStopReason.LENGTH
                 return
             turn = await self._generate_turn(rollout, sampling_params, session_id)
+            if self.truncated_turn_ends_trajectory and turn.stop_reason == TrajectoryStopReason.LENGTH:
+                rollout.add_turn(turn, 0.0)  # the env never sees the cut text; the trajectory's stop reason is length
+                return
             try:
                 step = await self._env_call(env, "step", turn.text)
             except _InfraFailure:

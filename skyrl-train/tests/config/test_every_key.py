@@ -314,6 +314,9 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "generator.apply_overlong_filtering": ShownBy(
         "skyrl-train/tests/generators/test_postprocessing_and_config.py::test_generator_applies_overlong_filtering"
     ),
+    "generator.truncated_turn_ends_trajectory": ShownBy(
+        "skyrl-train/tests/generators/test_postprocessing_and_config.py::test_truncated_turn_ends_trajectory"
+    ),
     "generator.step_wise_trajectories": ShownBy(
         "skyrl-train/tests/trainer/test_step_wise.py::test_step_wise_advantage_broadcast_hand_computed"
     ),

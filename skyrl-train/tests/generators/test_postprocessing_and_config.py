@@ -1,4 +1,5 @@
-"""`zero_reward_on_non_stop`, `apply_overlong_filtering`, and the configurations the generator accepts."""
+"""`zero_reward_on_non_stop`, `apply_overlong_filtering`, `truncated_turn_ends_trajectory`, and the configurations
+the generator accepts."""
 
 from __future__ import annotations
 
@@ -42,6 +43,19 @@ async def test_generator_applies_overlong_filtering(make_generator, batch, step)
     out = await generator.generate(batch(script=[step(1.0, done=True)]))
     assert out["loss_masks"] == [[0] * 5]
     assert out["rewards"] == [[0.0] * 4 + [1.0]]
+
+
+@pytest.mark.parametrize("ends", [False, True])
+async def test_truncated_turn_ends_trajectory(make_generator, batch, step, scripted_envs, ends):
+    script = [{"ids": FOUR, "stop_reason": "length"}, FOUR + [EOS]]
+    generator, engine = make_generator(script, truncated_turn_ends_trajectory=ends)
+    out = await generator.generate(batch(script=[step(0.0, observation="go on"), step(1.0, done=True)]))
+    if ends:  # the cut text never reaches the env, and the trajectory has the cut turn's tokens and no reward
+        assert (scripted_envs[0].actions, len(engine.calls), out["stop_reasons"]) == ([], 1, ["length"])
+        assert (out["response_ids"], out["rewards"]) == ([FOUR], [[0.0] * 5])
+    else:
+        assert (scripted_envs[0].actions, out["stop_reasons"]) == (["It is 4.", "It is 4."], ["stop"])
+        assert out["rewards"][0][-1] == 1.0
 
 
 async def test_batch_sampling_params_override_the_config(make_generator, batch, step):
