@@ -4,7 +4,7 @@
 #
 # CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA; four question templates over three tools of
 # the market server (closing price of a stock by ticker, of a stock named by its company, of a coin named without its
-# symbol, and a company's revenue), balanced in train (80) and held-out eval (64) and in every training batch (one group
+# symbol, and a company's revenue), balanced in train (80) and held-out eval (48) and in every training batch (one group
 # per template); every prompt lists all six market tools; two worked demonstrations on tools no template uses (a 135M
 # model almost never emits a tool call without them); graded reward (tool, arguments, answer: see
 # skyrl_integrations/mcp/scoring.py) whose answer check no other field of the tool output passes, without the credit for
@@ -18,9 +18,10 @@
 # GRPO steps of 4 tasks x 4 samples with a KL loss (k3, coefficient 0.01) to the base model, which keeps the policy from
 # collapsing onto one template's answer (learnings/main-job-tool-choice.md), and the zero-variance filter: a group whose
 # samples all scored the same has no advantage, so it is left out of the loss (with the KL term it would otherwise cost
-# a backward and a reference forward per row; most steps leave out 1-3 of the 4 groups). It evaluates greedily on the 64
-# held-out tasks before training and at steps 10 and 20 (README gives the measured times and results: about 30 minutes
-# on the 2-core machine of the last measurements, at the edge of the 30 the job is meant to take).
+# a backward and a reference forward per row; most steps leave out 1-3 of the 4 groups). It evaluates greedily on the 48
+# held-out tasks before training and at steps 10 and 20 (README gives the measured times and results: 27.5-29.5 minutes
+# with .venv installed, plus ~2 for setup from a fresh clone, on the 2-core machine of the last measurements: at the
+# edge of the 30 the job is meant to take).
 # The policy update runs one trajectory per micro-batch and the reference forward four: multi-turn rows are long, and
 # the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at little cost
 # (benchmarks/README.md, main job memory).
@@ -65,7 +66,7 @@ fi
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"
 TRAIN_SIZE="${TRAIN_SIZE:-80}"
-VAL_SIZE="${VAL_SIZE:-64}"
+VAL_SIZE="${VAL_SIZE:-48}"
 SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single}"
 TEMPLATES="${TEMPLATES-close_price,close_by_name,crypto_close_by_name,revenue}"
@@ -90,7 +91,7 @@ export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
     environment.env_class=mcp_tool \
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
-    trainer.eval_batch_size=64 \
+    trainer.eval_batch_size=48 \
     trainer.eval_interval=10 \
     trainer.micro_train_batch_size_per_gpu=1 \
     trainer.micro_forward_batch_size_per_gpu=4 \
