@@ -4,7 +4,7 @@
 #
 # CPU defaults: the default model (SmolLM2-135M-Instruct, fp32) with LoRA; four question templates over three tools of
 # the market server (closing price of a stock by ticker, of a stock named by its company, of a coin named without its
-# symbol, and a company's revenue), balanced in train (80) and held-out eval (48) and in every training batch (one group
+# symbol, and a company's revenue), balanced in train (72) and held-out eval (32) and in every training batch (one group
 # per template); every prompt lists all six market tools; two worked demonstrations on tools no template uses (a 135M
 # model almost never emits a tool call without them); graded reward (tool, arguments, answer: see
 # skyrl_integrations/mcp/scoring.py) whose answer check no other field of the tool output passes, without the credit for
@@ -14,19 +14,19 @@
 # calls, 81-86 tokens, which 64 cut into malformed JSON), and a turn cut at that cap ends the episode with reward 0
 # (generator.truncated_turn_ends_trajectory; without it a run grew its calls with keys the server ignores until the cap
 # cut them, and the parser completed the cut JSON, so the padding cost nothing); 3 turns per task, without the env's
-# "this is your last turn" note (with it the 135M model spends its last turn on another call instead of answering); 20
+# "this is your last turn" note (with it the 135M model spends its last turn on another call instead of answering); 18
 # GRPO steps of 4 tasks x 4 samples with a KL loss (k3, coefficient 0.01) to the base model, which keeps the policy from
 # collapsing onto one template's answer (learnings/main-job-tool-choice.md), and the zero-variance filter: a group whose
 # samples all scored the same has no advantage, so it is left out of the loss (with the KL term it would otherwise cost
-# a backward and a reference forward per row; most steps leave out 1-3 of the 4 groups). It evaluates greedily on the 48
-# held-out tasks before training and at steps 10 and 20 (README gives the measured times and results: 27.5-29.5 minutes
-# with .venv installed, plus ~2 for setup from a fresh clone, on the 2-core machine of the last measurements: at the
-# edge of the 30 the job is meant to take).
+# a backward and a reference forward per row; most steps leave out 1-3 of the 4 groups). It evaluates greedily on the 32
+# held-out tasks before training and at steps 9 and 18. Steps and eval size are what fits the 30 minutes the job is
+# meant to take from a fresh clone, setup included, on a 2-core machine whose speed varies by a fifth between runs
+# (README gives the measured times and results).
 # The policy update runs two trajectories per micro-batch and the reference forward four: multi-turn rows are long, and
 # the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at little cost
-# (benchmarks/README.md, main job memory). The engine decodes up to 48 sequences together: training batches have 16,
-# but an eval's 48 conversations then run at once, which with their shared prompt prefix cached is ~20-35% faster than
-# three waves of 16 (at a higher memory peak; README).
+# (benchmarks/README.md, main job memory). The engine decodes up to 32 sequences together: training batches have 16,
+# and an eval's 32 conversations then run at once (with their shared prompt prefix cached, 48 rows decoded ~20-35%
+# faster than three waves of 16 in a benchmark of the engine; at a higher memory peak).
 # It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
 #   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories
@@ -67,8 +67,8 @@ fi
 
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"
-TRAIN_SIZE="${TRAIN_SIZE:-80}"
-VAL_SIZE="${VAL_SIZE:-48}"
+TRAIN_SIZE="${TRAIN_SIZE:-72}"
+VAL_SIZE="${VAL_SIZE:-32}"
 SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single}"
 TEMPLATES="${TEMPLATES-close_price,close_by_name,crypto_close_by_name,revenue}"
@@ -93,8 +93,8 @@ export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
     environment.env_class=mcp_tool \
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
-    trainer.eval_batch_size=48 \
-    trainer.eval_interval=10 \
+    trainer.eval_batch_size=32 \
+    trainer.eval_interval=9 \
     trainer.micro_train_batch_size_per_gpu=2 \
     trainer.micro_forward_batch_size_per_gpu=4 \
     trainer.algorithm.use_kl_loss=true \
@@ -103,14 +103,14 @@ export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
     trainer.max_prompt_length=768 \
     generator.max_input_length=1152 \
     "${CPU_TOOL_CALL_OVERRIDES[@]}" \
-    generator.max_num_seqs=48 \
+    generator.max_num_seqs=32 \
     generator.sampling_params.max_generate_length=96 \
     generator.eval_sampling_params.max_generate_length=96 \
     generator.truncated_turn_ends_trajectory=true \
     generator.sampling_params.temperature=0.4 \
     +environment.skyrl_gym.mcp_tool.reward_weights.format=0 \
     "+environment.skyrl_gym.mcp_tool.last_turn_note=''" \
-    trainer.ckpt_interval=10 \
+    trainer.ckpt_interval=9 \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \
     trainer.project_name=mcp_cpu \
