@@ -19,9 +19,9 @@
 # collapsing onto one template's answer (learnings/main-job-tool-choice.md), and the zero-variance filter: a group whose
 # samples all scored the same has no advantage, so it is left out of the loss (with the KL term it would otherwise cost
 # a backward and a reference forward per row; most steps leave out 1-3 of the 4 groups). It evaluates greedily on the 32
-# held-out tasks before training and at steps 9 and 18. Steps and eval size are what fits the 30 minutes the job is
-# meant to take from a fresh clone, setup included, on a 2-core machine whose speed varies by a fifth between runs
-# (README gives the measured times and results).
+# held-out tasks before training and at steps 9 and 18. Steps and eval size are chosen for the 30 minutes the job is
+# meant to take from a fresh clone, setup included, on a 2-core machine whose speed varies by a fifth between runs: two
+# runs took 29.5 and 30.4 minutes there (README gives the measured times and results).
 # The policy update runs two trajectories per micro-batch and the reference forward four: multi-turn rows are long, and
 # the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at little cost
 # (benchmarks/README.md, main job memory). The engine decodes up to 32 sequences together: training batches have 16,
