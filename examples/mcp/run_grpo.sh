@@ -22,12 +22,12 @@
 # held-out tasks before training and at steps 9 and 18. Steps and eval size are chosen for the 30 minutes the job is
 # meant to take from a fresh clone, setup included, on a 2-core machine whose speed varies by a fifth between runs: two
 # runs took 29.5 and 30.4 minutes there (README gives the measured times and results).
-# The policy update runs two trajectories per micro-batch and the reference forward four: multi-turn rows are long, and
-# the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at little cost
-# (benchmarks/README.md, main job memory). The engine decodes up to 32 sequences together: training batches have 16,
-# and an eval's 32 conversations then run at once (with their shared prompt prefix cached, 48 rows decoded ~20-35%
-# faster than three waves of 16 in a benchmark of the engine, not measurably in this job's evals; peak RSS 3.9-4.0 GB
-# against 3.2-3.3 GB with 16).
+# The policy update runs two trajectories per micro-batch (the CPU recipe's) and the reference forward four: multi-turn
+# rows are long, and the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at
+# little cost (benchmarks/README.md, main job memory). The engine decodes up to 32 sequences together: training batches
+# have 16, and an eval's 32 conversations then run at once (with their shared prompt prefix cached, 48 rows decoded
+# ~20-35% faster than three waves of 16 in a benchmark of the engine, not measurably in this job's evals; the step-0
+# eval's peak RSS 3.8 GB against 3.2 GB with 16 at a time).
 # It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
 #   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories
@@ -96,7 +96,6 @@ export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
     +environment.skyrl_gym.mcp_tool.max_calls_per_turn=1 \
     trainer.eval_batch_size=32 \
     trainer.eval_interval=9 \
-    trainer.micro_train_batch_size_per_gpu=2 \
     trainer.micro_forward_batch_size_per_gpu=4 \
     trainer.algorithm.use_kl_loss=true \
     trainer.algorithm.kl_loss_coef=0.01 \
