@@ -33,9 +33,12 @@ DEFAULT_MAX_TURNS = 5
 """When neither the row's ground truth nor the generator sets `max_turns`."""
 INFRA_FAILURE_SERVER_CRASHED = "tool_server_crashed"
 FORMAT_REMINDER = (
-    'Call a tool with <tool_call>{"name": "<tool name>", "arguments": {...}}</tool_call>, '
-    "or reply without a tool call to give your final answer."
+    'To call a tool, write one JSON object between <tool_call> and </tool_call>, with the key "name" (one of the '
+    'tools above) and the key "arguments" (an object of its arguments); or reply without a tool call to give your '
+    "final answer."
 )
+"""Follows a call that could not be used. Prose, not a template: small models copy a template's placeholders
+(`{"name": "<tool name>", "arguments": {...}}`) verbatim, which is malformed again, turn after turn."""
 
 
 class MCPToolEnv(BaseTextEnv):

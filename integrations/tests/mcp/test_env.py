@@ -113,7 +113,9 @@ def test_a_malformed_call_gets_a_hint_and_the_episode_goes_on(make_env):
     env = started(make_env())
     out = env.step('<tool_call>{"name": add}</tool_call>')
     assert out["done"] is False
-    assert out["observations"][0]["content"].startswith("Your tool call could not be used (malformed_json): ")
+    hint = out["observations"][0]["content"]
+    assert hint.startswith("Your tool call could not be used (malformed_json): ")
+    assert "<tool_call>{" not in hint  # nothing a model could copy as its next (malformed) call
     assert out["metadata"]["parse_failure"] == "malformed_json"
     assert env.get_metrics()["parse_failures_malformed_json"] == 1
 

@@ -22,9 +22,11 @@ from transformers import DynamicCache
 
 from skyrl_train.inference_engines.base import SamplingParams, StopReason
 from skyrl_train.inference_engines.kv_buffer import KVBuffer, compaction_plan
+from skyrl_train.inference_engines.prefix_attention import SHARED_PREFIX_ATTENTION
 from skyrl_train.inference_engines.prefix_cache import PrefixCache, PrefixEntry, common_prefix_length
 from skyrl_train.inference_engines.sampling import SamplingBatch, choose_tokens, sampled_logprobs
 from skyrl_train.inference_engines.weight_version import WeightVersion
+from skyrl_train.models.attention import attention_implementation
 
 
 @dataclasses.dataclass(eq=False)
@@ -59,6 +61,8 @@ class EngineStats:
     decode_forward_passes: int = 0
     max_batch_size: int = 0
     """Most sequences advanced by one decode forward pass."""
+    shared_prefix_decode_passes: int = 0
+    """Decode forward passes whose rows started with a shared prefix whose KV they read once (`prefix_attention`)."""
     prompt_tokens: int = 0
     """Tokens in the prompts of the requests admitted so far."""
     cached_prompt_tokens: int = 0
@@ -204,7 +208,8 @@ class ContinuousBatcher:
         cache_rows = [source[i] for i in keep]
         self.buffer.add_rows(
             [(layer.keys, layer.values) for layer in cache.layers],
-            [len(group[i].prompt_ids) for i in keep],
+            [group[i].prompt_ids for i in keep],
+            self._version,
             None if cache_rows == list(range(len(prompts))) else torch.tensor(cache_rows, dtype=torch.long),
             _columns_to_come([*self.running, *(group[i] for i in keep)]),
         )
@@ -290,14 +295,7 @@ class ContinuousBatcher:
                 (i, r.generator) for i, r in enumerate(self.running) if r.generator is not None and r.params.temperature
             ]
         self.buffer.reserve_step(_columns_to_come(self.running))
-        logits = self.model(
-            input_ids=self.last_tokens[:rows, None],
-            attention_mask=self.buffer.attention_mask(),
-            position_ids=self.buffer.positions(),
-            past_key_values=self.buffer.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        ).logits[:, -1]
+        logits = self._decode_forward(rows)
         self.buffer.advance()
         self.stats.decode_forward_passes += 1
         self.stats.max_batch_size = max(self.stats.max_batch_size, rows)
@@ -313,6 +311,25 @@ class ContinuousBatcher:
                 tokens = request.prompt_ids + request.response_ids[:-1]
                 self.prefix_cache.insert(tokens, keys, values, request.weight_version)
             self._remove_rows(finished)
+
+    def _decode_forward(self, rows: int) -> torch.Tensor:
+        """One token per running row through the model; the last-position logits [rows, V]. With a shared prefix in
+        the buffer, attention reads its KV once for all rows (`prefix_attention`)."""
+        attention_mask = self.buffer.attention_mask()
+        shared_prefix = self.buffer.shared_prefix(attention_mask)
+        inputs = dict(
+            input_ids=self.last_tokens[:rows, None],
+            attention_mask=attention_mask,
+            position_ids=self.buffer.positions(),
+            past_key_values=self.buffer.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        if shared_prefix is None:
+            return self.model(**inputs).logits[:, -1]
+        self.stats.shared_prefix_decode_passes += 1
+        with attention_implementation(self.model, SHARED_PREFIX_ATTENTION):
+            return self.model(**inputs, shared_prefix=shared_prefix).logits[:, -1]
 
     def _sample(
         self,

@@ -10,14 +10,27 @@ every layer's KV once per generated token. Here a step writes one column in plac
 shape changes: a row leaving moves one surviving row into its slot; a row joining copies its prefilled KV in; the
 tensors are reallocated (with headroom, so amortised O(1) per token) only when rows or columns run out, and that
 reallocation also drops the padding columns no live row needs any more.
+
+Shared prefix: when the rows joining an empty batch start with the same tokens (the system prompt, tool list and
+demonstrations of an agent's conversations), those tokens' KV is kept once (`prefix_keys`, `prefix_values`) and each
+row's columns hold only what follows it; decode steps then attend to it with `prefix_attention` (read once per step,
+not once per row). A row that joins later sharing less of it narrows the prefix (the dropped part is copied back into
+every live row), so every live row always starts with the whole prefix; a row admitted under other weights, or sharing
+fewer than `MIN_SHARED_PREFIX` tokens, ends the sharing for this batch.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
+from skyrl_train.inference_engines.prefix_attention import SharedPrefixKV
+from skyrl_train.inference_engines.prefix_cache import common_prefix_length
+
 _COLUMN_ALIGN = 64
+MIN_SHARED_PREFIX = 64
+"""Fewest tokens worth keeping as a shared prefix (shorter ones stay in every row)."""
 
 
 class KVBuffer:
@@ -33,6 +46,13 @@ class KVBuffer:
         self.values: list[torch.Tensor] = []
         self.start = torch.zeros(0, dtype=torch.long)
         """[row_capacity] first real column of each row."""
+        self.prefix_tokens = np.zeros(0, dtype=np.int64)
+        """The tokens every live row starts with whose KV is kept once (empty: no shared prefix)."""
+        self.prefix_keys: list[torch.Tensor] = []
+        """Per layer [kv_heads, prefix_length, head_dim]."""
+        self.prefix_values: list[torch.Tensor] = []
+        self.prefix_version: int | None = None
+        """The weight version that computed the prefix's KV."""
         self.cache = _BufferCache(self)
         """The object to pass as `past_key_values` for a decode step (it writes column `width` of each layer)."""
 
@@ -44,26 +64,47 @@ class KVBuffer:
     def col_capacity(self) -> int:
         return self.keys[0].shape[2] if self.keys else 0
 
+    @property
+    def prefix_length(self) -> int:
+        return len(self.prefix_tokens)
+
     def attention_mask(self) -> torch.Tensor:
-        """[rows, width + 1] 1 on real tokens, for a decode step (the last column is the token being fed)."""
+        """[rows, width + 1] 1 on each row's own real columns, for a decode step (the last column is the token
+        being fed); the shared prefix, if any, is not part of it."""
         columns = torch.arange(self.width + 1)
         return (columns[None, :] >= self.start[: self.rows, None]).long()
 
     def positions(self) -> torch.Tensor:
         """[rows, 1] position id of the token each row feeds next (= its number of real tokens so far)."""
-        return (self.width - self.start[: self.rows])[:, None]
+        return (self.width - self.start[: self.rows] + self.prefix_length)[:, None]
+
+    def shared_prefix(self, attention_mask: torch.Tensor) -> SharedPrefixKV | None:
+        """What a decode step's `prefix_attention` reads besides the rows' own columns (`attention_mask` as from
+        `attention_mask()`); None without a shared prefix."""
+        if not self.prefix_length:
+            return None
+        bias = torch.zeros(attention_mask.shape, dtype=self.prefix_keys[0].dtype).masked_fill_(
+            attention_mask == 0, float("-inf")
+        )
+        return SharedPrefixKV(self.prefix_keys, self.prefix_values, bias[:, None, None, :])
 
     def add_rows(
         self,
         layer_kv: list[tuple[torch.Tensor, torch.Tensor]],
-        lengths: list[int],
+        tokens: list[list[int]],
+        version: int,
         source_rows: torch.Tensor | None = None,
         columns_to_come: int | None = None,
     ) -> None:
         """Append rows prefilled together: per layer (keys, values) [m, heads, group_len, dim], the new row i taking
-        row `source_rows[i]` of them (default: row i), left-padded with its `lengths[i]` real tokens at the end.
-        They take rows [rows, rows + len(lengths)). Rows are picked one layer at a time (no copy of every layer).
-        `columns_to_come`: the most columns any live row may still write (None: unknown), to size the headroom."""
+        row `source_rows[i]` of them (default: row i), left-padded with the KV of its `tokens[i]` at the end,
+        computed by weights `version`. They take rows [rows, rows + len(tokens)). Rows are picked one layer at a
+        time (no copy of every layer). `columns_to_come`: the most columns any live row may still write (None:
+        unknown), to size the headroom."""
+        self._share_prefix(layer_kv, tokens, version, source_rows, columns_to_come)
+        skip = self.prefix_length
+        layer_kv = [(k[:, :, skip:], v[:, :, skip:]) for k, v in layer_kv]
+        lengths = [len(t) - skip for t in tokens]
         n, group_len = len(lengths), layer_kv[0][0].shape[2]
         if (
             not self.keys
@@ -98,9 +139,14 @@ class KVBuffer:
         self.width += 1
 
     def row_kv(self, row: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Views of one row's real columns: per layer (keys, values) [kv_heads, tokens, head_dim]."""
+        """One row's KV, shared prefix included: per layer (keys, values) [kv_heads, tokens, head_dim] (views of
+        its columns, or new tensors when there is a shared prefix)."""
         columns = slice(int(self.start[row]), self.width)
-        return [k[row, :, columns] for k in self.keys], [v[row, :, columns] for v in self.values]
+        keys, values = [k[row, :, columns] for k in self.keys], [v[row, :, columns] for v in self.values]
+        if self.prefix_length:
+            keys = [torch.cat([p, k], dim=1) for p, k in zip(self.prefix_keys, keys, strict=True)]
+            values = [torch.cat([p, v], dim=1) for p, v in zip(self.prefix_values, values, strict=True)]
+        return keys, values
 
     def move_rows(self, holes: torch.Tensor, sources: torch.Tensor, rows: int) -> None:
         """Copy rows `sources` into rows `holes` and keep the first `rows` rows (see `compaction_plan`)."""
@@ -119,6 +165,64 @@ class KVBuffer:
         self.keys, self.values = [], []
         self.start = torch.zeros(0, dtype=torch.long)
         self.rows = self.width = 0
+        self._set_prefix(0)
+
+    def _share_prefix(
+        self,
+        layer_kv: list[tuple[torch.Tensor, torch.Tensor]],
+        tokens: list[list[int]],
+        version: int,
+        source_rows: torch.Tensor | None,
+        columns_to_come: int | None,
+    ) -> None:
+        """Before rows join: into an empty batch, keep the tokens they all start with as the shared prefix; into a
+        running one, narrow the prefix to what the joining rows share of it (see the module docstring)."""
+        arrays = [np.asarray(t, dtype=np.int64) for t in tokens]
+        if self.rows == 0:
+            shared = len(arrays[0])
+            for other in arrays[1:]:
+                shared = common_prefix_length(arrays[0], other, shared)
+            if shared < MIN_SHARED_PREFIX:
+                self._set_prefix(0)
+                return
+            donor = 0 if source_rows is None else int(source_rows[0])
+            first = layer_kv[0][0].shape[2] - len(arrays[0])
+            columns = slice(first, first + shared)
+            self.prefix_tokens = arrays[0][:shared]
+            self.prefix_keys = [k[donor, :, columns].clone() for k, _ in layer_kv]
+            self.prefix_values = [v[donor, :, columns].clone() for _, v in layer_kv]
+            self.prefix_version = version
+            return
+        if not self.prefix_length:
+            return
+        shared = self.prefix_length if version == self.prefix_version else 0
+        for other in arrays:
+            shared = common_prefix_length(self.prefix_tokens, other, shared)
+        if shared < self.prefix_length:
+            self._narrow_prefix(shared if shared >= MIN_SHARED_PREFIX else 0, columns_to_come)
+
+    def _narrow_prefix(self, length: int, columns_to_come: int | None) -> None:
+        """Keep only the first `length` tokens shared: copy the rest of the prefix's KV into the columns just before
+        every live row's own ones (relayouting first so that every row has that room)."""
+        dropped = self.prefix_length - length
+        oldest = int(self.start[: self.rows].min())
+        self._relayout(None, self.rows, self.width - oldest + dropped, columns_to_come)
+        columns = slice(length, self.prefix_length)
+        for tensors, prefix in ((self.keys, self.prefix_keys), (self.values, self.prefix_values)):
+            for layer, tensor in enumerate(tensors):
+                for row in range(self.rows):
+                    start = int(self.start[row])
+                    tensor[row, :, start - dropped : start] = prefix[layer][:, columns]
+        self.start[: self.rows] -= dropped
+        self._set_prefix(length)
+
+    def _set_prefix(self, length: int) -> None:
+        """Keep the first `length` tokens of the shared prefix (0: none)."""
+        self.prefix_tokens = self.prefix_tokens[:length]
+        self.prefix_keys = [k[:, :length].clone() for k in self.prefix_keys] if length else []
+        self.prefix_values = [v[:, :length].clone() for v in self.prefix_values] if length else []
+        if not length:
+            self.prefix_version = None
 
     def _relayout(
         self,

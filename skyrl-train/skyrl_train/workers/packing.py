@@ -17,12 +17,12 @@ cannot carry a cache).
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager
 
 import torch
 from torch import nn
 from transformers import AttentionInterface
 
+from skyrl_train.models.attention import attention_implementation
 from skyrl_train.workers.lm_head import head_outputs
 from skyrl_train.workers.shared_prefix import SharedPrefix
 
@@ -85,18 +85,6 @@ def _causal_after_prefix(length: int, prefix: int, device: torch.device) -> torc
 AttentionInterface.register(SEGMENT_ATTENTION, segment_attention)
 
 
-@contextmanager
-def _attention_implementation(model: nn.Module, name: str):
-    """Run the block with the model's attention implementation set to `name` (restored afterwards)."""
-    config = model.config
-    previous = config._attn_implementation
-    config._attn_implementation = name
-    try:
-        yield
-    finally:
-        config._attn_implementation = previous
-
-
 class PackedRows:
     """Where the real tokens of a left-padded micro-batch go in the packed row (see `pack_rows`)."""
 
@@ -154,7 +142,7 @@ def packed_logits(
     before = index[:, seqs.shape[1] - response_length - 1 : -1][rows, columns]
     if bool((before < 0).any()):
         raise ValueError("a response token follows the shared prefix or padding: nothing to predict it from")
-    with _attention_implementation(model, SEGMENT_ATTENTION):
+    with attention_implementation(model, SEGMENT_ATTENTION):
         outputs = head_outputs(
             model,
             before,

@@ -351,3 +351,32 @@ async def test_conversations_behind_a_long_system_prompt_share_its_cached_blocks
     shared_blocks = len(system) // BLOCK_TOKENS
     assert all(one.blocks[i] is two.blocks[i] for i in range(shared_blocks))  # the system prompt's KV is held once
     assert cache.nbytes < sum(entry.nbytes for entry in cache._entries.values())
+
+
+async def test_rows_behind_a_shared_prefix_read_it_once_and_match_a_full_forward_pass(
+    any_engine, any_model, tiny_tokenizer
+):
+    # Two conversations behind one system prompt start the batch (their prefix is kept once); a third joins sharing
+    # only part of it (the prefix narrows), a fourth shares nothing (the sharing ends), all while others decode.
+    engine, model = any_engine, any_model
+    system = token_ids(tiny_tokenizer, SYSTEM * 4)
+    plan = [
+        (system + token_ids(tiny_tokenizer, " Question 1: the close of MSFT?"), 30, 0),
+        (system + token_ids(tiny_tokenizer, " Question 2: the volume of AAPL?"), 24, 0),
+        (system[:80] + token_ids(tiny_tokenizer, " Another system prompt. Question 3?"), 16, 4),
+        (token_ids(tiny_tokenizer, PROMPTS[3]), 8, 10),
+    ]
+    sampling = [
+        SamplingParams(temperature=0.7, max_generate_length=n, additional_kwargs={"ignore_eos": True})
+        for _, n, _ in plan
+    ]
+
+    async def loop(prompt: list[int], params: SamplingParams, join_at: int) -> dict:
+        await after_decode_steps(engine, join_at)
+        return await generate_one(engine, prompt, params)
+
+    outputs = await asyncio.gather(*(loop(p, s, join) for (p, _, join), s in zip(plan, sampling, strict=True)))
+    for (prompt, max_tokens, _), output in zip(plan, outputs, strict=True):
+        assert len(output["response_ids"]) == max_tokens
+        assert_logprobs_match_full_forward(model, prompt, output, temperature=0.7)
+    assert 0 < engine.stats.shared_prefix_decode_passes < engine.stats.decode_forward_passes

@@ -30,12 +30,17 @@ def layer_kv(rows: int, length: int, fill: float) -> list[tuple[torch.Tensor, to
     ]
 
 
+def unrelated(*lengths: int) -> list[list[int]]:
+    """Token ids of rows that share no prefix (row i is all i)."""
+    return [[row] * length for row, length in enumerate(lengths)]
+
+
 def test_the_column_headroom_is_what_the_rows_can_still_write_at_most_half_the_width():
     unknown = KVBuffer(max_rows=4)
-    unknown.add_rows(layer_kv(1, 1000, 1.0), [1000])
+    unknown.add_rows(layer_kv(2, 1000, 1.0), unrelated(1000, 1000), version=0)
     assert unknown.col_capacity == 1536  # width * 1.5, rounded up to 64 columns
     bounded = KVBuffer(max_rows=4)
-    bounded.add_rows(layer_kv(1, 1000, 1.0), [1000], columns_to_come=10)
+    bounded.add_rows(layer_kv(2, 1000, 1.0), unrelated(1000, 1000), version=0, columns_to_come=10)
     assert bounded.col_capacity == 1088  # at least one 64-column step of headroom
     bounded.width = bounded.col_capacity  # decoded up to the last column
     bounded.reserve_step(columns_to_come=200)
@@ -44,12 +49,66 @@ def test_the_column_headroom_is_what_the_rows_can_still_write_at_most_half_the_w
 
 def test_growing_moves_every_live_row_and_picks_rows_by_source_index():
     buffer = KVBuffer(max_rows=4)
-    buffer.add_rows(layer_kv(1, 3, 1.0), [3], columns_to_come=1)
+    buffer.add_rows(layer_kv(1, 3, 1.0), unrelated(3), version=0, columns_to_come=1)
     prefilled = layer_kv(2, 5, 2.0)
     prefilled[0][0][1] += 100  # the second prefilled row differs
-    buffer.add_rows(prefilled, [5, 5], source_rows=torch.tensor([1, 0]))  # wider than the buffer: it grows
+    # wider than the buffer: it grows
+    buffer.add_rows(prefilled, unrelated(5, 5)[::-1], version=0, source_rows=torch.tensor([1, 0]))
     assert buffer.rows == 3 and buffer.width == 5
     keys, values = buffer.row_kv(0)
     assert keys[1].shape == (1, 3, 2) and float(keys[1].min()) == float(keys[1].max()) == 11.0
     assert float(values[0].max()) == 1.5
     assert float(buffer.row_kv(1)[0][0].max()) == 102.0 and float(buffer.row_kv(2)[0][0].max()) == 2.0
+
+
+def token_kv(tokens: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Two layers of left-padded [rows, 1 head, longest, 2] keys / values holding each column's token id (values
+    negated, +1000 in layer 2), padding 0: a row's KV shows which tokens it holds."""
+    width = max(len(t) for t in tokens)
+    ids = torch.zeros(len(tokens), 1, width, 2)
+    for row, t in enumerate(tokens):
+        ids[row, 0, width - len(t) :] = torch.tensor(t, dtype=torch.float)[:, None]
+    return [(ids + 1000 * layer, -ids - 1000 * layer) for layer in range(2)]
+
+
+def assert_holds(buffer: KVBuffer, row: int, tokens: list[int]) -> None:
+    keys, values = buffer.row_kv(row)
+    for layer in range(2):
+        expected = torch.tensor(tokens, dtype=torch.float) + 1000 * layer
+        assert torch.equal(keys[layer][0, :, 0], expected) and torch.equal(values[layer][0, :, 1], -expected)
+
+
+PREFIX = list(range(1, 101))
+
+
+def test_rows_joining_an_empty_batch_keep_the_prefix_they_share_once():
+    buffer = KVBuffer(max_rows=4)
+    rows = [PREFIX + [7, 8, 9], PREFIX + [5]]
+    buffer.add_rows(token_kv(rows), rows, version=3)
+    assert buffer.prefix_length == 100 and buffer.width == 3  # each row stores only what follows the prefix
+    assert buffer.positions()[:, 0].tolist() == [103, 101]
+    assert buffer.attention_mask().tolist() == [[1, 1, 1, 1], [0, 0, 1, 1]]
+    assert_holds(buffer, 0, rows[0])
+    assert_holds(buffer, 1, rows[1])
+
+
+def test_a_row_sharing_less_of_the_prefix_narrows_it_and_live_rows_keep_their_kv():
+    buffer = KVBuffer(max_rows=4)
+    rows = [PREFIX + [7, 8, 9], PREFIX + [5]]
+    buffer.add_rows(token_kv(rows), rows, version=3)
+    joining = [PREFIX[:70] + [500, 501]]
+    buffer.add_rows(token_kv(joining), joining, version=3)
+    assert buffer.prefix_length == 70 and buffer.positions()[:, 0].tolist() == [103, 101, 72]
+    for row, tokens in enumerate(rows + joining):
+        assert_holds(buffer, row, tokens)
+
+
+def test_a_row_from_other_weights_or_sharing_too_little_ends_the_sharing():
+    for joining, version in [([PREFIX + [6]], 4), ([PREFIX[:10] + [6]], 3)]:
+        buffer = KVBuffer(max_rows=4)
+        rows = [PREFIX + [7, 8, 9], PREFIX + [5]]
+        buffer.add_rows(token_kv(rows), rows, version=3)
+        buffer.add_rows(token_kv(joining), joining, version=version)
+        assert buffer.prefix_length == 0 and buffer.shared_prefix(buffer.attention_mask()) is None
+        for row, tokens in enumerate(rows + joining):
+            assert_holds(buffer, row, tokens)
