@@ -21,13 +21,12 @@
 # a backward and a reference forward per row; most steps leave out 1-3 of the 4 groups). It evaluates greedily on the 32
 # held-out tasks before training and at steps 9 and 18. Steps and eval size are chosen for the 30 minutes the job is
 # meant to take from a fresh clone, setup included, on a 2-core machine whose speed varies by a fifth between runs: two
-# runs took 29.5 and 30.4 minutes there (README gives the measured times and results).
+# runs took 28.3 and 27.6 minutes there (README gives the measured times and results).
 # The policy update runs two trajectories per micro-batch (the CPU recipe's) and the reference forward four: multi-turn
 # rows are long, and the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at
 # little cost (benchmarks/README.md, main job memory). The engine decodes up to 32 sequences together: training batches
-# have 16, and an eval's 32 conversations then run at once (with their shared prompt prefix cached, 48 rows decoded
-# ~20-35% faster than three waves of 16 in a benchmark of the engine, not measurably in this job's evals; the step-0
-# eval's peak RSS 3.8 GB against 3.2 GB with 16 at a time).
+# have 16, and an eval's 32 conversations then run at once; the prompt prefix they all share is kept and read once per
+# decode step, not once per conversation, so 32 at once peaked at 3.15-3.21 GB in two runs of the job.
 # It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
 #   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories

@@ -1,12 +1,14 @@
-"""What reusing shared prefixes saves: multi-turn GRPO rollouts through the engine's prefix cache, and the policy
-update's forward + backward over rows that share a prompt prefix.
+"""What reusing shared prefixes saves: multi-turn GRPO rollouts through the engine's prefix cache and its
+shared-prefix decoding, and the policy update's forward + backward over rows that share a prompt prefix.
 
     .venv/bin/python skyrl-train/benchmarks/prefix_reuse.py --prompts 4 --samples 4 --shared-tokens 480
 
 Rollouts: `--prompts` questions x `--samples` agent loops, each prompt = the same `--shared-tokens` system prompt +
 its own `--question-tokens`; every loop runs `--turns` turns of `--new-tokens` tokens, appending its response and an
 `--observation-tokens` observation before the next turn (token-in, token-out, as the generator does). Once with
-`prefix_cache_bytes=0`, once with the default cache; it prints wall time and how many prompt tokens were prefilled.
+`prefix_cache_bytes=0` and every row decoding against its own copy of the shared prefix, once with the default cache,
+once with the default cache and shared-prefix decoding (the engine's default: the prefix's KV kept once and read once
+per decode step); it prints wall time, how many prompt tokens were prefilled and the decode passes.
 
 Update: the resulting batch shape (shared prefix + question + a `--turns`-turn response) through
 `response_logprobs` with grad and a backward pass, with `share_prefix=False` and with the default.
@@ -82,15 +84,28 @@ async def main(args: argparse.Namespace) -> None:
         f"and {args.observation_tokens} observation tokens per turn, torch_threads={torch.get_num_threads()}"
     )
     model.eval()
-    for label, cache_bytes in (("no prefix cache", 0), ("prefix cache", DEFAULT_PREFIX_CACHE_BYTES)):
-        engine = HFInferenceEngine(model, tokenizer, max_num_seqs=64, seed=0, prefix_cache_bytes=cache_bytes)
+    settings = [
+        ("no prefix cache", 0, False),
+        ("prefix cache", DEFAULT_PREFIX_CACHE_BYTES, False),
+        ("+ shared decode", DEFAULT_PREFIX_CACHE_BYTES, True),
+    ]
+    for label, cache_bytes, shared_decode in settings:
+        engine = HFInferenceEngine(
+            model,
+            tokenizer,
+            max_num_seqs=64,
+            seed=0,
+            prefix_cache_bytes=cache_bytes,
+            shared_prefix_decode=shared_decode,
+        )
         elapsed, sequences = await rollouts(engine, tokenizer, args)
         stats = engine.stats
         await engine.teardown()
         print(
             f"rollouts, {label:15s}: {elapsed:7.2f} s, prompt tokens {stats.prompt_tokens}, of which from the "
             f"cache {stats.cached_prompt_tokens}; prefilled {stats.prefilled_tokens} tokens in "
-            f"{stats.prefill_forward_passes} forward passes"
+            f"{stats.prefill_forward_passes} forward passes; {stats.decode_forward_passes} decode passes, "
+            f"{stats.shared_prefix_decode_passes} reading a shared prefix once"
         )
 
     model.train()

@@ -93,6 +93,7 @@ class ContinuousBatcher:
         max_prefill_tokens: int,
         generator: torch.Generator,
         prefix_cache_bytes: int = 0,
+        shared_prefix_decode: bool = True,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -107,7 +108,7 @@ class ContinuousBatcher:
         """Row i of every per-row tensor below (and of the KV buffer) belongs to running[i]."""
         self.admitting: list[Request] = []
         """The group being prefilled: out of `waiting`, not yet in `running` (so a failure still reaches it)."""
-        self.buffer = KVBuffer(max_num_seqs)
+        self.buffer = KVBuffer(max_num_seqs, share_prefix=shared_prefix_decode)
         self.prefix_cache = PrefixCache(prefix_cache_bytes)
         self.weight_version = WeightVersion.of(model)
         self._version = self.weight_version.value

@@ -85,6 +85,9 @@ class HFInferenceEngine(InferenceEngineInterface):
         merge_lora: while the engine is busy, fold a peft LoRA adapter into copies of the base weights (`MergedLoRA`:
             one matmul per layer instead of four extra small ops; the module's own weights are put back when the
             batch drains). False computes the adapter branch at every step.
+        shared_prefix_decode: keep the KV of a prefix that every running sequence starts with once, and have decode
+            steps read it once for all of them (`prefix_attention`) instead of once per sequence. False keeps every
+            sequence's whole KV in its own row (for comparison; the results are the same up to float rounding).
 
     `SamplingParams.additional_kwargs` understood here: `ignore_eos` (bool: keep generating after EOS, until
     `max_generate_length` or a stop string). Other keys are meant for other backends and are ignored.
@@ -100,6 +103,7 @@ class HFInferenceEngine(InferenceEngineInterface):
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
         num_threads: int | None = None,
         merge_lora: bool = True,
+        shared_prefix_decode: bool = True,
     ):
         if max_num_seqs < 1 or max_prefill_tokens < 1:
             raise ValueError("max_num_seqs and max_prefill_tokens must be >= 1")
@@ -133,6 +137,7 @@ class HFInferenceEngine(InferenceEngineInterface):
             max_prefill_tokens=max_prefill_tokens,
             generator=generator,
             prefix_cache_bytes=prefix_cache_bytes,
+            shared_prefix_decode=shared_prefix_decode,
         )
         self._cond = threading.Condition()
         self._inbox: list[Request] = []

@@ -36,8 +36,10 @@ MIN_SHARED_PREFIX = 64
 class KVBuffer:
     """The running batch's KV cache (see the module docstring). Not thread-safe: one scheduler thread owns it."""
 
-    def __init__(self, max_rows: int):
+    def __init__(self, max_rows: int, share_prefix: bool = True):
         self.max_rows = max_rows
+        self.share_prefix = share_prefix
+        """Whether rows joining an empty batch keep the prefix they share once (see the module docstring)."""
         self.rows = 0
         """Live rows; row i of every tensor belongs to the i-th running sequence."""
         self.width = 0
@@ -179,7 +181,7 @@ class KVBuffer:
         running one, narrow the prefix to what the joining rows share of it (see the module docstring)."""
         arrays = [np.asarray(t, dtype=np.int64) for t in tokens]
         if self.rows == 0:
-            shared = len(arrays[0])
+            shared = len(arrays[0]) if self.share_prefix else 0
             for other in arrays[1:]:
                 shared = common_prefix_length(arrays[0], other, shared)
             if shared < MIN_SHARED_PREFIX:

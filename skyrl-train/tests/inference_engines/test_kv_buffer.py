@@ -92,6 +92,14 @@ def test_rows_joining_an_empty_batch_keep_the_prefix_they_share_once():
     assert_holds(buffer, 1, rows[1])
 
 
+def test_with_sharing_off_every_row_keeps_its_whole_kv():
+    buffer = KVBuffer(max_rows=4, share_prefix=False)
+    rows = [PREFIX + [7, 8, 9], PREFIX + [5]]
+    buffer.add_rows(token_kv(rows), rows, version=3)
+    assert buffer.prefix_length == 0 and buffer.width == 103
+    assert_holds(buffer, 1, rows[1])
+
+
 def test_a_row_sharing_less_of_the_prefix_narrows_it_and_live_rows_keep_their_kv():
     buffer = KVBuffer(max_rows=4)
     rows = [PREFIX + [7, 8, 9], PREFIX + [5]]
