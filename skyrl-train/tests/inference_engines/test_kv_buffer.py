@@ -92,6 +92,15 @@ def test_rows_joining_an_empty_batch_keep_the_prefix_they_share_once():
     assert_holds(buffer, 1, rows[1])
 
 
+def test_identical_prompts_share_all_of_it_and_their_rows_start_empty():
+    buffer = KVBuffer(max_rows=4)
+    rows = [PREFIX, PREFIX]  # the n samples of one GRPO prompt
+    buffer.add_rows(token_kv(rows), rows, version=0)
+    assert buffer.prefix_length == 100 and buffer.width == 0
+    assert buffer.positions()[:, 0].tolist() == [100, 100] and buffer.attention_mask().tolist() == [[1], [1]]
+    assert_holds(buffer, 1, PREFIX)
+
+
 def test_with_sharing_off_every_row_keeps_its_whole_kv():
     buffer = KVBuffer(max_rows=4, share_prefix=False)
     rows = [PREFIX + [7, 8, 9], PREFIX + [5]]
