@@ -85,9 +85,11 @@ class HFInferenceEngine(InferenceEngineInterface):
         merge_lora: while the engine is busy, fold a peft LoRA adapter into copies of the base weights (`MergedLoRA`:
             one matmul per layer instead of four extra small ops; the module's own weights are put back when the
             batch drains). False computes the adapter branch at every step.
-        shared_prefix_decode: keep the KV of a prefix that every running sequence starts with once, and have decode
-            steps read it once for all of them (`prefix_attention`) instead of once per sequence. False keeps every
-            sequence's whole KV in its own row (for comparison; the results are the same up to float rounding).
+        shared_prefix_decode: when the sequences that start a batch (joining it while empty) share a prefix of at
+            least `kv_buffer.MIN_SHARED_PREFIX` tokens, keep its KV once and have decode steps read it once for all
+            running sequences (`prefix_attention`) instead of once per sequence, until a joining sequence shares less
+            of it (see `kv_buffer`). False keeps every sequence's whole KV in its own row (for comparison; the results
+            are the same up to float rounding).
 
     `SamplingParams.additional_kwargs` understood here: `ignore_eos` (bool: keep generating after EOS, until
     `max_generate_length` or a stop string). Other keys are meant for other backends and are ignored.

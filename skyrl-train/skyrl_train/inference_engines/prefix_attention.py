@@ -56,12 +56,12 @@ def shared_prefix_decode_attention(
     prefix_values = shared_prefix.values[module.layer_idx]
     prefix_length = prefix_keys.shape[1]
 
-    grouped = query.view(rows, kv_heads, group, dim)  # heads j * group .. (j + 1) * group - 1 share kv head j
+    grouped = query.view(rows, kv_heads, group, dim) * scale  # heads j * group .. (j + 1) * group - 1 share kv head j
     by_kv_head = grouped.transpose(0, 1).reshape(kv_heads, rows * group, dim)
     prefix_scores = torch.matmul(by_kv_head, prefix_keys.transpose(1, 2))  # [Hkv, R * G, P], the prefix read once
     prefix_scores = prefix_scores.view(kv_heads, rows, group, prefix_length).transpose(0, 1)
     own_scores = torch.matmul(grouped, key.transpose(2, 3))  # [R, Hkv, G, W]
-    scores = torch.cat([prefix_scores * scale, own_scores * scale + shared_prefix.own_bias], dim=-1)
+    scores = torch.cat([prefix_scores, own_scores + shared_prefix.own_bias], dim=-1)
     weights = torch.softmax(scores.float(), dim=-1).to(query.dtype)
     prefix_weights, own_weights = weights.split([prefix_length, key.shape[2]], dim=-1)
 
