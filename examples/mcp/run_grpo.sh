@@ -15,13 +15,15 @@
 # (generator.truncated_turn_ends_trajectory; without it a run grew its calls with keys the server ignores until the cap
 # cut them, and the parser completed the cut JSON, so the padding cost nothing); 3 turns per task, without the env's
 # "this is your last turn" note (with it the 135M model spends its last turn on another call instead of answering); 18
-# GRPO steps of 4 tasks x 4 samples with a KL loss (k3, coefficient 0.01) to the base model, which keeps the policy from
-# collapsing onto one template's answer (learnings/main-job-tool-choice.md), and the zero-variance filter: a group whose
-# samples all scored the same has no advantage, so it is left out of the loss (with the KL term it would otherwise cost
-# a backward and a reference forward per row; most steps leave out 1-3 of the 4 groups). It evaluates greedily on the 32
-# held-out tasks before training and at steps 9 and 18. Steps and eval size are chosen for the 30 minutes the job is
-# meant to take from a fresh clone, setup included, on a 2-core machine whose speed varies by a fifth between runs: two
-# runs took 28.3 and 27.6 minutes there (README gives the measured times and results).
+# GRPO steps of 4 tasks x 4 samples at learning rate 3e-4 (with the CPU recipe's 2e-4 the coin and company templates
+# moved late, if at all, in 18 steps: half the runs fell short of +0.2), with a KL loss (k3, coefficient 0.01) to the
+# base model, which keeps the policy from collapsing onto one template's answer (learnings/main-job-tool-choice.md),
+# and the zero-variance filter: a group whose samples all scored the same has no advantage, so it is left out of the
+# loss (with the KL term it would otherwise cost a backward and a reference forward per row; most steps leave out 1-3
+# of the 4 groups). It evaluates greedily on the 32 held-out tasks before training and at steps 9 and 18. Steps and
+# eval size are chosen for the 30 minutes the job is meant to take from a fresh clone, setup included, on a 2-core
+# machine whose speed varies by a fifth between runs: three runs took 24.0-28.4 minutes there (README gives the measured
+# times and results).
 # The policy update runs two trajectories per micro-batch (the CPU recipe's) and the reference forward four: multi-turn
 # rows are long, and the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at
 # little cost (benchmarks/README.md, main job memory). The engine decodes up to 32 sequences together: training batches
@@ -96,6 +98,7 @@ export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
     trainer.eval_batch_size=32 \
     trainer.eval_interval=9 \
     trainer.micro_forward_batch_size_per_gpu=4 \
+    trainer.policy.optimizer_config.lr=3e-4 \
     trainer.algorithm.use_kl_loss=true \
     trainer.algorithm.kl_loss_coef=0.01 \
     trainer.algorithm.zero_variance_filter=true \
