@@ -28,7 +28,7 @@
 # rows are long, and the prompt prefix they share still runs once per mini-batch (packing), so activations stay small at
 # little cost (benchmarks/README.md, main job memory). The engine decodes up to 32 sequences together: training batches
 # have 16, and an eval's 32 conversations then run at once; the prompt prefix they all share is kept and read once per
-# decode step, not once per conversation, so 32 at once peaked at 3.15-3.21 GB in two runs of the job.
+# decode step, not once per conversation, so 32 at once peaked at 3.11-3.27 GB in three runs of the job.
 # It writes a report:
 #   $OUT/exports/report/summary.md   eval success (pass_at_1) and reward per template before vs after, the curve
 #   $OUT/exports/report/evals.html   skyrl-analyze-evals: success per template and step, failure categories
