@@ -1,5 +1,6 @@
 # Sourced by the CPU examples: the shared recipe for GRPO with LoRA on the default CPU model
-# (SmolLM2-135M-Instruct in fp32, which is ~4x faster than bf16 on CPUs without AMX): 4 prompts x 4 samples per
+# (SmolLM2-135M-Instruct; trainer.device and trainer.bf16 are left to decide: fp32 on the CPU, which is ~4x faster than
+# bf16 on CPUs without AMX, and bf16 on a GPU, which it uses when there is one): 4 prompts x 4 samples per
 # step, one optimizer step per batch, no KL, eval before training, training forwards packed without padding (less
 # compute and memory, same results) in micro-batches of 2 sequences (with packing the prompt prefix they share runs
 # once per mini-batch, so small micro-batches cost little time and keep the update's activations small).
@@ -7,7 +8,6 @@
 # shellcheck shell=bash
 CPU_LORA_GRPO_OVERRIDES=(
     trainer.policy.model.path=smollm2-135m-instruct
-    trainer.bf16=false
     trainer.gradient_checkpointing=false
     trainer.policy.model.lora.rank=32
     trainer.policy.model.lora.alpha=64

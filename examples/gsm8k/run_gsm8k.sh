@@ -7,8 +7,9 @@
 #   bash examples/gsm8k/run_gsm8k.sh                         # CPU defaults (about 18 minutes on 2 cores)
 #   bash examples/gsm8k/run_gsm8k.sh trainer.epochs=3 ...   # any extra argument is a config override
 #
-# Bigger settings go through overrides, e.g. a bigger model and batch sizes (trainer.strategy=single and the hf engine
-# run on the CPU even where GPUs exist; GPU training needs trainer.strategy=fsdp2, see skyrl-train/docs/distributed.md):
+# On a machine with a GPU the same command trains and generates on it in bf16 (trainer.device=auto, trainer.bf16 unset;
+# skyrl-train/docs/gpu.md). Bigger settings go through overrides, e.g. a bigger model and batch sizes (several GPUs:
+# trainer.strategy=fsdp2, skyrl-train/docs/distributed.md):
 #   bash examples/gsm8k/run_gsm8k.sh trainer.policy.model.path=Qwen/Qwen2.5-1.5B-Instruct trainer.bf16=true \
 #       trainer.train_batch_size=64 trainer.policy_mini_batch_size=16 generator.n_samples_per_prompt=8
 set -euo pipefail

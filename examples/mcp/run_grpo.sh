@@ -42,9 +42,10 @@
 # The data is generated once into $OUT/data; change OUT (or delete that folder) after changing these knobs.
 #
 # Bigger settings go through the same overrides and knobs: a bigger model, all servers, multi-step tasks, more steps.
-# Mind the devices: trainer.strategy=single and the hf engine run on the CPU even where GPUs exist; training on GPUs
-# needs trainer.strategy=fsdp2 (Ray, FSDP2; see skyrl-train/docs/distributed.md), and generation on GPUs needs
-# generator.backend=vllm with vLLM's GPU build (skyrl-train/docs/vllm.md; never run on a GPU here). For example:
+# Devices: on a machine with a GPU the same command trains and generates on it in bf16 (trainer.device=auto,
+# trainer.bf16 unset; skyrl-train/docs/gpu.md); several GPUs take trainer.strategy=fsdp2 (Ray, FSDP2;
+# skyrl-train/docs/distributed.md), and vLLM engines generator.backend=vllm with vLLM's GPU build
+# (skyrl-train/docs/vllm.md; never run on a GPU here). For example:
 #   SERVERS=market,search,python,slack COMPLEXITIES=single,multi_step,cross_server TEMPLATES= TRAIN_SIZE=4000 \
 #   bash examples/mcp/run_grpo.sh trainer.policy.model.path=Qwen/Qwen2.5-7B-Instruct trainer.bf16=true \
 #       trainer.train_batch_size=64 trainer.policy_mini_batch_size=16 generator.n_samples_per_prompt=8 \

@@ -2,11 +2,12 @@
 
 The public contract matches upstream skyrl-gym (`Env`, `BaseTextEnv`, `register` / `make`, `@tool`,
 `ToolGroup`, per-class metrics aggregation), so envs written for upstream run here unchanged. Additions:
-async env hooks, env discovery through the `skyrl_gym.envs` entry-point group, idempotent `close`.
+async env hooks, a typed infrastructure-failure report (`InfraFailure`), env discovery through the
+`skyrl_gym.envs` entry-point group, idempotent `close`.
 """
 
 from skyrl_gym import envs, error, tools
-from skyrl_gym.core import Env, EnvStepOutput, implements_async
+from skyrl_gym.core import Env, EnvStepOutput, InfraFailure, InfraFailureReason, call_hook, implements_async
 from skyrl_gym.envs.registration import (
     EnvSpec,
     deregister,
@@ -24,6 +25,9 @@ __all__ = [
     "Env",
     "EnvSpec",
     "EnvStepOutput",
+    "InfraFailure",
+    "InfraFailureReason",
+    "call_hook",
     "deregister",
     "envs",
     "error",

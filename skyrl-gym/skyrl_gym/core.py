@@ -10,12 +10,23 @@ per-step `info` is called `metadata`. On top of upstream this class adds:
   `implements_async(env, "step")` tells a caller whether awaiting is native or bridged.
 - `close()` / `close_async()` are idempotent, even when a subclass overrides them, and `Env` is a
   (sync and async) context manager that closes on exit.
+- `call_hook(env, hook, *args, executor=...)`: how a caller (the trainer's env runner) drives an env: the env's
+  own async hook is awaited, a sync one runs in the caller's executor. It is the one sync/async bridge; the
+  default `*_async` methods use its thread half.
+- `InfraFailure`: the typed record of an infrastructure failure (`InfraFailureReason` plus the error text). An env
+  that recovered from one during a step (a tool server crashed and was restarted, a simulated user's endpoint
+  failed) returns it under the step output's `infra_failure` key; the trainer keeps that trajectory out of
+  training and reports the error. Envs that never set the key (all of upstream's) are unaffected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 import functools
+from collections.abc import Mapping
+from concurrent.futures import Executor
 from typing import Any, Generic, TypedDict, TypeVar
 
 ObsType = TypeVar("ObsType")
@@ -24,11 +35,62 @@ ActType = TypeVar("ActType")
 _HOOKS = ("init", "step", "close")
 
 
+class InfraFailureReason(enum.StrEnum):
+    """Why an episode's infrastructure failed: its trajectory's stop reason, kept out of the advantage baseline
+    instead of being scored as a task failure. The one definition every reader (trainer, metrics, eval dumps,
+    the analysis CLI) uses."""
+
+    ENV_INIT_FAILED = "env_init_failed"
+    """Making the env or its `init` raised."""
+    ENV_STEP_FAILED = "env_step_failed"
+    """A `step` raised."""
+    TIMEOUT = "timeout"
+    """The trajectory ran out of its time budget."""
+    TOOL_SERVER_FAILED = "tool_server_failed"
+    """The env recovered from a tool-server failure (reported by the env on a step) and went on."""
+    USER_SIMULATOR_FAILED = "user_simulator_failed"
+    """The env's simulated user (e.g. an LLM endpoint) failed (reported by the env on a step)."""
+    ENGINE_FAILED = "engine_failed"
+    """The inference engine serving the episode became unreachable."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InfraFailure:
+    """An infrastructure failure: which kind, and what went wrong, as text."""
+
+    reason: InfraFailureReason
+    error: str
+
+    def __post_init__(self):
+        object.__setattr__(self, "reason", InfraFailureReason(self.reason))
+
+    @classmethod
+    def from_exception(cls, reason: InfraFailureReason, error: BaseException) -> InfraFailure:
+        """The failure `error` caused, described as "ExceptionType: message"."""
+        return cls(reason, f"{type(error).__name__}: {error}")
+
+    def to_json(self) -> dict[str, str]:
+        return {"reason": self.reason.value, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "infra_failure") -> InfraFailure:
+        """Read `to_json`'s form back; a bad value raises ValueError naming `where` and the key at fault."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("error"), str):
+            raise ValueError(f"{where}: expected an object with a 'reason' and an 'error' string, got {data!r}")
+        try:
+            return cls(data.get("reason"), data["error"])
+        except ValueError:
+            known = ", ".join(reason.value for reason in InfraFailureReason)
+            raise ValueError(f"{where}.reason: expected one of {known}, got {data.get('reason')!r}") from None
+
+
 class EnvStepOutput(TypedDict, total=False):
     observations: Any
     reward: float
     done: bool
     metadata: dict[str, Any]
+    infra_failure: InfraFailure
+    """Set only by an env that recovered from an infrastructure failure during this step (see the module doc)."""
 
 
 def _run_to_completion(coroutine, what: str):
@@ -134,8 +196,17 @@ class Env(Generic[ObsType, ActType]):
         return f"Env({type(self).__name__})"
 
 
-async def _in_executor(call):
-    return await asyncio.get_running_loop().run_in_executor(None, call)
+async def _in_executor(call, executor: Executor | None = None):
+    return await asyncio.get_running_loop().run_in_executor(executor, call)
+
+
+async def call_hook(env: Env, hook: str, *args, executor: Executor | None = None) -> Any:
+    """Run `env.<hook>(*args)` from async code: await the env's own `<hook>_async` when it has one (on the
+    caller's loop); otherwise run the sync `<hook>` in `executor` (the loop's default executor when None), so the
+    loop is never blocked and a caller's timeout can abandon the call."""
+    if implements_async(env, hook):
+        return await getattr(env, f"{hook}_async")(*args)
+    return await _in_executor(functools.partial(getattr(env, hook), *args), executor)
 
 
 def _overrides(cls: type, method: str) -> bool:

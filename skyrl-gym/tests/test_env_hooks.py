@@ -1,11 +1,12 @@
-"""The Env base class: sync/async bridging, idempotent close, context managers."""
+"""The Env base class: sync/async bridging, idempotent close, context managers; the typed `InfraFailure`."""
 
 import asyncio
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from skyrl_gym import Env, implements_async
+from skyrl_gym import Env, InfraFailure, InfraFailureReason, call_hook, implements_async
 from skyrl_gym.envs.base_text_env import BaseTextEnv
 
 
@@ -185,3 +186,45 @@ def test_plain_env_subclass_is_generic_env():
     env.init()
     assert env.step(2)["done"] is False
     assert env.step(1)["done"] is True
+
+
+def test_call_hook_awaits_an_async_hook_on_the_callers_loop():
+    env = AsyncOnlyEnv()
+    assert asyncio.run(call_hook(env, "step", "go"))["observations"] == [{"role": "user", "content": "GO"}]
+
+
+def test_call_hook_runs_a_sync_hook_in_the_given_executor():
+    env = SyncEnv()
+    with ThreadPoolExecutor(1) as pool:
+        out = asyncio.run(call_hook(env, "step", "abcd", executor=pool))
+        pool_thread = pool.submit(threading.get_ident).result()
+    assert (out["reward"], env.step_threads) == (4.0, [pool_thread])
+
+
+def test_infra_failure_round_trips_through_json():
+    failure = InfraFailure(InfraFailureReason.TOOL_SERVER_FAILED, "the tool server 'toy' stopped responding")
+    assert failure.to_json() == {"reason": "tool_server_failed", "error": "the tool server 'toy' stopped responding"}
+    assert InfraFailure.from_json(failure.to_json()) == failure
+
+
+def test_infra_failure_reason_is_coerced_from_its_string():
+    assert InfraFailure("timeout", "x").reason is InfraFailureReason.TIMEOUT
+
+
+def test_infra_failure_from_an_exception_names_its_type():
+    error = ConnectionError("refused")
+    assert InfraFailure.from_exception(InfraFailureReason.ENV_INIT_FAILED, error).error == "ConnectionError: refused"
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"reason": "crashed", "error": "x"}, "row 3: infra_failure.reason: expected one of env_init_failed, "),
+        ({"reason": "timeout"}, "row 3: infra_failure: expected an object with a 'reason' and an 'error' string"),
+        ("timeout", "row 3: infra_failure: expected an object"),
+    ],
+)
+def test_infra_failure_from_bad_json_names_the_key(data, message):
+    with pytest.raises(ValueError) as bad:
+        InfraFailure.from_json(data, "row 3: infra_failure")
+    assert str(bad.value).startswith(message)

@@ -1,6 +1,7 @@
 import sqlite3
 
 import pytest
+from omegaconf import OmegaConf
 
 import skyrl_gym
 from skyrl_gym.envs.sql.env import SQLEnv, Text2SQLEnvConfig
@@ -108,6 +109,5 @@ def test_missing_db_id_is_rejected(db_path):
 
 
 def test_dictconfig_env_config(db_path):
-    omegaconf = pytest.importorskip("omegaconf")
-    env = make_env(db_path, env_config=omegaconf.OmegaConf.create({"db_path": db_path}))
+    env = make_env(db_path, env_config=OmegaConf.create({"db_path": db_path}))
     assert env.step(f"<solution>{GOLD}</solution>")["reward"] == 1.0

@@ -22,8 +22,8 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 
+from skyrl_gym.common.outcomes import trajectory_return
 from skyrl_train.config.schema import DynamicSamplingConfig
-from skyrl_train.metrics import trajectory_return
 from skyrl_train.trainer_utils import Rollouts
 
 __all__ = ["DynamicSampler", "groups_with_signal"]

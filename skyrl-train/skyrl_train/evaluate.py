@@ -21,6 +21,8 @@ where the generator or env reports them (a field is left out, never guessed, whe
 - `tool_calls`: the env's `tool_calls` metric; `parse_failures`: `{kind: count}` from the env's
   `parse_failures_<kind>` metrics;
 - `env_metrics`: the trajectory's whole `env_metrics` dict (env `get_metrics()` plus the generator's counters);
+- `infra_failure`: `{"reason", "error"}` of a trajectory that ended in an infrastructure failure (the generator's
+  `skyrl_gym.InfraFailure`, its `to_json` form; the reason is also the row's `stop_reason`);
 - `weight_version`: the weight version that generated the row (the trainer's global step whose update produced the
   weights; 0 = the starting weights), as the engine reported it;
 - `is_last_step`: step-wise mode only.
@@ -38,12 +40,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from skyrl_gym.common.fs import atomic_write_text
+from skyrl_gym.common.outcomes import trajectory_solved
 from skyrl_train.generators.base import GeneratorInterface, GeneratorOutput
-from skyrl_train.metrics import pass_hat_k_metrics, sanitize_metric_key, trajectory_solved
+from skyrl_train.metrics import pass_hat_k_metrics, sanitize_metric_key
 from skyrl_train.storage.secrets import scrub_secret_values, secret_env_values
 from skyrl_train.tracking import redact_secrets
 from skyrl_train.trainer_utils import Rollouts, prepare_generator_input, reward_metrics
-from skyrl_train.utils.fs import atomic_write_text
 
 _EVAL_NAMES = {"avg_raw_reward": "avg_score"}
 _DROPPED = {"variance_per_prompt", "signal_ratio"}  # training-signal diagnostics, not eval results
@@ -145,6 +148,9 @@ def dump_row(output: GeneratorOutput, i: int, env_class: str, env_extras, data_s
         row["parse_failures"] = parse_failures
     if env_metrics:
         row["env_metrics"] = env_metrics
+    infra_failure = _row_value(output, "infra_failures", i)
+    if infra_failure is not None:
+        row["infra_failure"] = infra_failure.to_json()
     if output.get("is_last_step") is not None:
         row["is_last_step"] = output["is_last_step"][i]
     weight_version = _row_value(output, "weight_versions", i)

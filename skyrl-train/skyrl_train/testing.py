@@ -17,6 +17,7 @@ import torch
 
 from skyrl_train.inference_engines.weight_version import WeightVersion
 from skyrl_train.models import DEFAULT_MODEL, load_tokenizer, make_tiny_causal_lm
+from skyrl_train.utils.device import available_devices
 
 TINY_RUN_OVERRIDES = [
     "trainer.train_batch_size=4",
@@ -32,10 +33,30 @@ TINY_RUN_OVERRIDES = [
 tokens, fp32, no gradient checkpointing. Tests add the data, the model path, LoRA / KL and checkpoint keys."""
 
 
-def tiny_model_path(tokenizer_source: str | os.PathLike[str] = DEFAULT_MODEL, **kwargs) -> str:
+def device_params() -> list:
+    """`available_devices()` as pytest params marked ``gpu``: a test parameterised with them runs on the CPU here and
+    in CI, and on the CPU and CUDA in the GPU check (``pytest -m gpu``, `scripts/gpu_check.sh`)."""
+    return [pytest.param(device, id=device, marks=pytest.mark.gpu) for device in available_devices()]
+
+
+on_every_device = pytest.mark.parametrize("device", device_params())
+"""Decorator: run the test once per `device_params()` entry, with the device name as its ``device`` argument."""
+
+TEST_TOKENIZER_ENV = "SKYRL_TEST_TOKENIZER"
+"""Names a folder holding a tokenizer (and the model's config.json) that test models are built with instead of the
+default model's: the GPU check (`scripts/gpu_check.sh`) ships one to a machine without the default model's package."""
+
+
+def tokenizer_source_for_tests() -> str:
+    """The tokenizer test models share: ``$SKYRL_TEST_TOKENIZER`` when set, else the default model (alias)."""
+    return os.environ.get(TEST_TOKENIZER_ENV) or DEFAULT_MODEL
+
+
+def tiny_model_path(tokenizer_source: str | os.PathLike[str] | None = None, **kwargs) -> str:
     """Folder of the standard tiny test model: 2 layers, hidden size 64, random (seed 0) weights, with
-    ``tokenizer_source``'s tokenizer and chat template. ``kwargs`` go to ``make_tiny_causal_lm``."""
-    return make_tiny_causal_lm(tokenizer_source, **kwargs)
+    ``tokenizer_source``'s tokenizer and chat template (default: `tokenizer_source_for_tests`). ``kwargs`` go to
+    ``make_tiny_causal_lm``."""
+    return make_tiny_causal_lm(tokenizer_source or tokenizer_source_for_tests(), **kwargs)
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,12 @@
 
     from skyrl_train.testing_ray import local_ray, two_node_ray  # noqa: F401
 
-- `local_ray` (module): a local cluster of this process (``ray.init`` with 4 logical CPUs); shut down afterwards.
-- `FSDP2_CPU_OVERRIDES`, `subprocess_env()`: for tests that run the entrypoint with ``trainer.strategy=fsdp2``.
+- `local_ray` (module): a local cluster of this process (``ray.init`` with 4 logical CPUs, or 2 per GPU if that is
+  more, and as many GPUs as torch sees); shut down afterwards. `local_cluster(num_cpus, num_gpus)` is the same
+  as a context manager with resources of the caller's choosing.
+- `machine_ranks(...)`: how many fsdp2 ranks a distributed test runs on this machine (one per GPU; 2 gloo ranks on
+  CPU).
+- `fsdp2_overrides()`, `subprocess_env()`: for tests that run the entrypoint with ``trainer.strategy=fsdp2``.
 - `two_node_ray` (module): two Ray nodes on this machine, each with 4 fake GPUs and 4 CPUs, started with
   ``ray start --head`` and ``ray start --address`` (distinct ports) as on a real cluster; this process connects as
   a driver. Both ``ray start --block`` processes run in a session of their own, and teardown signals exactly those
@@ -30,13 +34,6 @@ from pathlib import Path
 import pytest
 
 TEST_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-FSDP2_CPU_OVERRIDES = [
-    "trainer.strategy=fsdp2",
-    "trainer.placement.colocate_all=false",
-    "trainer.placement.policy_num_gpus_per_node=2",
-]
-"""The fsdp2 overrides for a CPU machine (docs/distributed.md) with a LoRA policy, as the tests train: 2 policy ranks,
-not colocated with the engine (the reference, when a KL term is on, is the policy with its adapter off)."""
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -82,18 +79,62 @@ def _isolate_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(key, value)
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
+CPU_RANKS = 2
+"""fsdp2 ranks per worker group of a distributed test on a machine without GPUs (gloo processes)."""
+
+
+def machine_gpus() -> int:
+    """The GPUs torch can use in this process (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def machine_ranks(groups: int = 1, at_most: int = 4) -> int:
+    """fsdp2 ranks per worker group for a distributed test on `local_ray`, when ``groups`` groups each need GPUs of
+    their own: on a machine with GPUs, one rank per GPU (``machine_gpus() // groups``), rounded down to a power of two
+    (so it divides the tests' batches) and at most ``at_most`` (0: fewer GPUs than groups); on CPU, `CPU_RANKS`."""
+    gpus = machine_gpus()
+    if gpus == 0:
+        return CPU_RANKS
+    ranks = min(gpus // groups, at_most)
+    return 1 << (ranks.bit_length() - 1) if ranks else 0
+
+
+def fsdp2_overrides() -> list[str]:
+    """The fsdp2 overrides of an entrypoint run in a test (docs/distributed.md), for a LoRA policy as the tests train:
+    `machine_ranks()` policy ranks (2 gloo processes on CPU, one per GPU up to 4), not colocated with the engine (the
+    reference, when a KL term is on, is the policy with its adapter off)."""
+    return [
+        "trainer.strategy=fsdp2",
+        "trainer.placement.colocate_all=false",
+        f"trainer.placement.policy_num_gpus_per_node={machine_ranks()}",
+    ]
+
+
+@contextlib.contextmanager
+def local_cluster(num_cpus: int, num_gpus: int) -> Iterator[None]:
+    """A local Ray cluster of this process with ``num_cpus`` logical CPUs and ``num_gpus`` GPUs (told to Ray, not
+    detected), in the test environment (``TEST_ENV``, no ``RAY_ADDRESS``); shut down afterwards."""
     import ray
 
     with pytest.MonkeyPatch.context() as monkeypatch:
         _isolate_env(monkeypatch)
         ray.shutdown()
-        ray.init(address="local", num_cpus=NODE_CPUS, include_dashboard=False)
+        ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False)
         try:
             yield
         finally:
             ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """Ray gets the GPUs torch sees (so placement and the ranks' device agree) and a CPU for each bundle of two
+    worker groups of one rank per GPU."""
+    gpus = machine_gpus()
+    with local_cluster(max(NODE_CPUS, 2 * gpus), gpus):
+        yield
 
 
 def _stop(process: subprocess.Popen) -> None:

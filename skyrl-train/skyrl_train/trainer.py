@@ -9,6 +9,10 @@ generated (after a resume), so remote engines start from the run's weights. Step
 training is logged at step 0. Every step's metrics are flushed to every tracker before the next step starts, so
 a crash never loses the metrics of completed steps.
 
+A local engine takes turns with the trainer (`EngineTurns`, upstream SkyRL's order): it sleeps from the end of a
+step's generation through the update and the checkpoint; a weight sync wakes its weights alone, then sends them; its
+KV cache wakes when the next generation starts.
+
 A generation batch in which more than `trainer.max_infra_failure_ratio` of the trajectories ended in an
 infrastructure failure stops the run (`InfraFailureError`, with the count per stop reason and a sample error):
 training on what is left would learn from a broken setup, not from the task.
@@ -24,7 +28,7 @@ import logging
 import math
 import time
 from collections import Counter
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +49,6 @@ from skyrl_train.distributed.sharding import rows_with_loss
 from skyrl_train.dynamic_sampling import DynamicSampler
 from skyrl_train.evaluate import evaluate
 from skyrl_train.generators.base import GeneratorInterface
-from skyrl_train.generators.utils import INFRA_ERROR_KEY
 from skyrl_train.inference_engines.base import InferenceEngineInterface
 from skyrl_train.storage import EvalDumpUploader
 from skyrl_train.tracking import Tracking, step_progress
@@ -75,11 +78,11 @@ class PPOTrainer:
     `policy`, `ref` (or None) and `critic` (or None) are workers with the `PolicyWorker` / `RefWorker` /
     `CriticWorker` interface; `await sync_weights(weight_version)` brings the engines to the policy's weights,
     labelled `weight_version` (the global step whose update produced them; e.g. `WeightSyncSender.sync`): once
-    before the first generation and after every update. With `inference_engine` given, every generation phase
-    (training rollouts, eval) runs between its `wake_up()` and `sleep()`, so the engine releases its memory and
-    drops prefix KV computed with weights that are about to change. `checkpoints` saves and resumes (with its
-    sink, e.g. S3; default: local folders under `trainer.ckpt_path`) and `eval_dumps` uploads eval dumps
-    (`BasePPOExp.get_checkpoint_manager` / `get_eval_dump_uploader` build both from the config).
+    before the first generation and after every update. With `inference_engine` given (a local engine; remote ones
+    only receive the syncs), the engine sleeps while the trainer trains and wakes as `EngineTurns` says, so it
+    releases its memory and drops prefix KV computed with weights that are about to change. `checkpoints` saves and
+    resumes (with its sink, e.g. S3; default: local folders under `trainer.ckpt_path`) and `eval_dumps` uploads eval
+    dumps (`BasePPOExp.get_checkpoint_manager` / `get_eval_dump_uploader` build both from the config).
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class PPOTrainer:
         self.policy, self.ref, self.critic = policy, ref, critic
         self.sync_weights = sync_weights or _no_sync
         self.inference_engine = inference_engine
+        self.engine_turns = EngineTurns(inference_engine)
         t = cfg.trainer
         self.checkpoints = checkpoints or CheckpointManager(t.ckpt_path, t.max_ckpts_to_keep, t.ckpt_interval)
         self.eval_dumps = eval_dumps
@@ -130,6 +134,7 @@ class PPOTrainer:
 
     async def _train(self) -> None:
         t = self.cfg.trainer
+        await self.engine_turns.to_trainer()  # before the resume: loading a checkpoint is the trainer's turn
         resume_from = self.checkpoints.resolve_resume(t.resume_mode, t.resume_path)
         if resume_from is not None:
             self.load_checkpoint(resume_from)
@@ -141,7 +146,7 @@ class PPOTrainer:
                     self.global_step,
                     self.total_steps,
                 )
-        await self.sync_weights(self.global_step)  # engines holding their own weights generate with the resumed ones
+        await self._sync_weights(self.global_step)  # engines holding their own weights generate with the resumed ones
         memory = PeakRSS()  # its first interval runs from the process start: model loading counts in it
         if t.eval_interval > 0 and t.eval_before_train and self.eval_loader is not None:
             self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
@@ -172,10 +177,11 @@ class PPOTrainer:
                 metrics = {}
                 progress.update(1)
         progress.close()
-        if t.ckpt_interval > 0 and self.global_step % t.ckpt_interval != 0:
-            self.save_checkpoint()
         if self._final_eval_missed():
             self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
+        await self.engine_turns.to_trainer()  # the final checkpoint and export, as upstream
+        if t.ckpt_interval > 0 and self.global_step % t.ckpt_interval != 0:
+            self.save_checkpoint()
         self.export_hf()
 
     def _final_eval_missed(self) -> bool:
@@ -189,6 +195,7 @@ class PPOTrainer:
         """One training step, then checkpoint / HF export / weight sync / eval as their intervals say."""
         t = self.cfg.trainer
         step = self.global_step
+        await self.engine_turns.to_trainer()
         metrics.update(await self.train_step(rollouts))
         release_free_memory()  # the update's activations, before generation allocates on the engine's thread
         if t.ckpt_interval > 0 and step % t.ckpt_interval == 0:
@@ -198,7 +205,7 @@ class PPOTrainer:
             with self._timer("save_hf_model", metrics):
                 self.export_hf()
         with self._timer("sync_weights", metrics):
-            await self.sync_weights(step)
+            await self._sync_weights(step)
         eval_due = t.eval_interval > 0 and (step % t.eval_interval == 0 or step == self.total_steps)
         if self.eval_loader is not None and eval_due:
             with self._timer("eval", metrics):
@@ -218,8 +225,8 @@ class PPOTrainer:
             self.global_step + 1,
         )
         with self._timer("generate", metrics, accumulate=True):
-            async with self._generation_phase():
-                output = await self.generator.generate(generator_input)
+            await self._to_generation()
+            output = await self.generator.generate(generator_input)
         rollouts = Rollouts.from_generation(generator_input, uids, output)
         tokens = metrics.get("generate/rollout_tokens", 0) + sum(len(ids) for ids in output["response_ids"])
         metrics["generate/rollout_tokens"] = tokens
@@ -334,28 +341,24 @@ class PPOTrainer:
         t = self.cfg.trainer
         return t.update_epochs_per_batch == 1 and mini_batch_rows >= rows and self.kl_controller is None
 
-    @asynccontextmanager
-    async def _generation_phase(self):
-        """The inference engine's turn: awake while the block runs, asleep afterwards (the trainer's turn). This thread's
-        OpenMP workers are released first: a local engine's thread computes now (`release_openmp_threads`)."""
-        if self.inference_engine is None:
-            yield
-            return
-        release_openmp_threads()
-        await self.inference_engine.wake_up()
-        try:
-            yield
-        finally:
-            await self.inference_engine.sleep()
+    async def _sync_weights(self, weight_version: int) -> None:
+        """The engine's weights awake (and its KV cache asleep), then the sync."""
+        await self.engine_turns.wake_weights()
+        await self.sync_weights(weight_version)
+
+    async def _to_generation(self) -> None:
+        """The engine's turn: this thread's OpenMP workers are released first, as a local engine's thread computes
+        now (`release_openmp_threads`), then the engine's KV cache wakes."""
+        if self.inference_engine is not None:
+            release_openmp_threads()
+        await self.engine_turns.to_generation()
 
     async def eval(self) -> dict[str, float]:
         dump_dir = None
         if self.cfg.trainer.dump_eval_results:
             dump_dir = self.export_path / "dumped_evals" / f"global_step_{self.global_step}_evals"
-        async with self._generation_phase():
-            metrics = await evaluate(
-                self.eval_loader, self.generator, self.cfg, self.global_step, self.tokenizer, dump_dir
-            )
+        await self._to_generation()
+        metrics = await evaluate(self.eval_loader, self.generator, self.cfg, self.global_step, self.tokenizer, dump_dir)
         if dump_dir is not None and self.eval_dumps is not None:
             self.eval_dumps.upload(dump_dir, self.global_step)
         return metrics
@@ -426,6 +429,54 @@ class PPOTrainer:
             metrics[key] = (metrics.get(key, 0.0) if accumulate else 0.0) + time.perf_counter() - start
 
 
+class EngineTurns:
+    """Hands the devices (the process, for the `hf` engine) between a local inference engine and the trainer, in
+    upstream SkyRL's order.
+
+    The engine sleeps through the trainer's turn (checkpoint load, the update, checkpoint save, HF export). A weight
+    sync needs the weights awake and the KV cache asleep: at vLLM sleep level 2 (full fine-tuning) a sleeping engine's
+    weight memory is released, so `wake_weights` wakes them alone (`wake_up(tags=["weights"])`) before the sync. The
+    KV cache wakes (`wake_up(tags=["kv_cache"])`) when a generation starts after that, and the engine stays awake
+    through every generation (eval, the step's rollouts, dynamic sampling's extra batches) until the trainer's next
+    turn. A vLLM engine sleeps both at once and has no way back to its weights but a sync, so generating after a
+    sleep without one is refused. Every call is a no-op without an engine (remote engines: nothing to hand over).
+    """
+
+    AWAKE, ASLEEP, WEIGHTS_AWAKE = "awake", "asleep", "weights awake"
+
+    def __init__(self, engine: InferenceEngineInterface | None):
+        self.engine = engine
+        self.state = self.AWAKE
+        """A new engine holds its memory."""
+
+    async def to_trainer(self) -> None:
+        """The engine sleeps (if it is not asleep yet)."""
+        if self.engine is not None and self.state != self.ASLEEP:
+            await self.engine.sleep()
+            self.state = self.ASLEEP
+
+    async def wake_weights(self) -> None:
+        """The engine's weights awake and its KV cache asleep, ready to receive a weight sync."""
+        if self.engine is None or self.state == self.WEIGHTS_AWAKE:
+            return
+        await self.to_trainer()
+        await self.engine.wake_up(tags=["weights"])
+        self.state = self.WEIGHTS_AWAKE
+
+    async def to_generation(self) -> None:
+        """The engine fully awake: its KV cache wakes after a weight sync.
+
+        Raises:
+            RuntimeError: the engine sleeps and no weight sync came since (its weights may be released).
+        """
+        if self.engine is None or self.state == self.AWAKE:
+            return
+        if self.state == self.ASLEEP:
+            raise RuntimeError("the inference engine is asleep: sync the weights before generating")
+        await self.engine.wake_up(tags=["kv_cache"])
+        self.state = self.AWAKE
+
+
 async def _no_sync(weight_version: int) -> None:
     return None
 
@@ -463,7 +514,8 @@ def check_infra_failures(rollouts: Rollouts, max_ratio: float) -> None:
         return
     reasons = Counter(rollouts.output["stop_reasons"][i] for i in failed_rows)
     sample = failed_rows[0]
-    error = (rollouts.output.get("env_metrics") or [{}] * rollouts.num_rows)[sample].get(INFRA_ERROR_KEY, "unknown")
+    failure = (rollouts.output.get("infra_failures") or [None] * rollouts.num_rows)[sample]
+    error = "unknown" if failure is None else failure.error
     raise InfraFailureError(
         f"{len(failed_rows)} of {len(rows)} trajectories ended in infrastructure failures, more than "
         f"trainer.max_infra_failure_ratio={max_ratio}: "

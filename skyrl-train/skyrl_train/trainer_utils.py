@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from skyrl_gym.common.stop_reasons import TrajectoryStopReason
 from skyrl_train.algorithms import compute_zero_variance_mask, trajectory_index, trajectory_sums
 from skyrl_train.dataset import convert_prompts_responses_to_batch_tensors
 from skyrl_train.generators.base import (
@@ -16,7 +17,6 @@ from skyrl_train.generators.base import (
     GeneratorInput,
     GeneratorOutput,
     TrajectoryID,
-    TrajectoryStopReason,
 )
 from skyrl_train.generators.utils import get_rollout_metrics
 from skyrl_train.inference_engines.base import SamplingParams

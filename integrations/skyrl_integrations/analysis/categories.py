@@ -25,8 +25,9 @@ Besides the observations:
   "successfully", "all done", "<done>", or a final answer ("#### <n>", "final answer", "the answer is");
 - `other_tool_error`: the env counted tool errors (`env_metrics.tool_errors` > 0) but no observation matched the
   tool-error categories above;
-- infrastructure failures, one category per stop reason in `INFRA_STOP_REASONS` (`env_init_failed`,
-  `env_step_failed`, `timeout`, `tool_server_failed`, `user_simulator_failed`).
+- infrastructure failures, one category per stop reason in `INFRA_STOP_REASONS` (the values of
+  `skyrl_gym.InfraFailureReason`: `engine_failed`, `env_init_failed`, `env_step_failed`, `timeout`,
+  `tool_server_failed`, `user_simulator_failed`); the snippet is the dumped failure's error when the dump has one.
 
 Dumps without messages (upstream's) are split into messages at ChatML / Llama 3 markers; with any other template
 only the stop-reason, parse-failure and score rules apply.
@@ -38,10 +39,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from skyrl_gym import InfraFailureReason
+from skyrl_gym.common.stop_reasons import TrajectoryStopReason
 from skyrl_integrations.analysis.dumps import DumpedTrajectory
-from skyrl_train.generators.base import TrajectoryStopReason
 
-INFRA_STOP_REASONS = tuple(sorted(TrajectoryStopReason.INFRA_FAILURES))
+INFRA_STOP_REASONS = tuple(sorted(reason.value for reason in InfraFailureReason))
 """The generator's infrastructure-failure stop reasons."""
 
 _STATUS = r"\b(?:http|status|error|code)\b\W{0,3}(?:code\W{0,3})?"
@@ -117,7 +119,8 @@ def classify(trajectory: DumpedTrajectory, success_threshold: float | None = Non
     if reason == TrajectoryStopReason.LENGTH:
         findings.append(Finding("context_overflow", f"stop_reason=length: {_tail(last_text)}"))
     if reason in INFRA_STOP_REASONS:
-        findings.append(Finding(reason, f"stop_reason={reason}: {_tail(last_text)}"))
+        detail = last_text if trajectory.infra_failure is None else trajectory.infra_failure.error
+        findings.append(Finding(reason, f"stop_reason={reason}: {_tail(detail)}"))
     if not trajectory.succeeded(success_threshold) and reason in (TrajectoryStopReason.STOP, None):
         claim = COMPLETION_CLAIM.search(last_text)
         if claim is not None:

@@ -15,10 +15,10 @@ import json
 import sys
 from pathlib import Path
 
+from skyrl_gym.common.fs import atomic_write_text
 from skyrl_integrations.analysis.dumps import DumpError, load_eval_dumps
 from skyrl_integrations.analysis.metrics import analyze
 from skyrl_integrations.analysis.report import format_html, format_text
-from skyrl_train.utils.fs import atomic_write_text
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skyrl_train.metrics import trajectory_return, trajectory_solved
+from skyrl_gym import InfraFailure
+from skyrl_gym.common.outcomes import trajectory_return, trajectory_solved
+from skyrl_integrations.extras import missing_extra
 
 METRICS_FILE = "aggregated_results.jsonl"
 REQUIRED_FIELDS = ("input_prompt", "output_response", "score")
@@ -53,7 +55,7 @@ class DumpedTrajectory:
     score: float
     """The trajectory's return: its reward, or the sum of its per-token rewards."""
     solved: bool
-    """`skyrl_train.metrics.trajectory_solved`: the env's `success` metric if dumped, else final reward > 0 (the
+    """`skyrl_gym.common.outcomes.trajectory_solved`: the env's `success` metric if dumped, else final reward > 0 (the
     same definition as the trainer's `pass_at_n`)."""
     stop_reason: str | None
     response: list[dict[str, Any]] | None
@@ -64,6 +66,8 @@ class DumpedTrajectory:
     tool_calls: int | None
     parse_failures: int | None
     env_metrics: dict[str, Any] = field(default_factory=dict)
+    infra_failure: InfraFailure | None = None
+    """The infrastructure failure the trajectory ended in, from the dump's `infra_failure` (`InfraFailure.to_json`)."""
 
     def succeeded(self, success_threshold: float | None = None) -> bool:
         """`solved`, or with a threshold, whether the return is above it (`--success-threshold`)."""
@@ -141,6 +145,7 @@ def to_trajectory(row: Mapping[str, Any], location: str) -> DumpedTrajectory:
         tool_calls=_optional(row, "tool_calls", int, location),
         parse_failures=_parse_failures(row.get("parse_failures"), location),
         env_metrics=env_metrics,
+        infra_failure=_infra_failure(row.get("infra_failure"), location),
     )
 
 
@@ -155,6 +160,15 @@ def _parse_line(line: str, location: str) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise DumpError(f"{location}: a row must be a JSON object, got {type(row).__name__}")
     return row
+
+
+def _infra_failure(value: Any, location: str) -> InfraFailure | None:
+    if value is None:
+        return None
+    try:
+        return InfraFailure.from_json(value, f"{location}: infra_failure")
+    except ValueError as exc:
+        raise DumpError(str(exc)) from exc
 
 
 def _optional(row: Mapping[str, Any], key: str, kind: type, location: str) -> Any:
@@ -284,7 +298,10 @@ class _S3Store:
     """A prefix in an S3-compatible bucket; the endpoint comes from `endpoint_url` or `AWS_ENDPOINT_URL`."""
 
     def __init__(self, uri: str, endpoint_url: str | None):
-        import boto3  # only S3 users need it
+        try:
+            import boto3  # only S3 users need it
+        except ModuleNotFoundError as exc:
+            raise missing_extra(exc, "analysis", "reading dumps from S3") from exc
 
         bucket, _, prefix = uri.removeprefix("s3://").partition("/")
         if not bucket:

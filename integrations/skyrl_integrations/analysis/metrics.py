@@ -1,6 +1,6 @@
 """Per-environment numbers of one eval step. Each has one definition, here:
 
-- success of a trajectory: `skyrl_train.metrics.trajectory_solved` (the env's `success` metric when the dump has
+- success of a trajectory: `skyrl_gym.common.outcomes.trajectory_solved` (the env's `success` metric when the dump has
   it, else final reward > 0: the trainer's `pass_at_n` definition); with `success_threshold` set, its return (the
   reward, or the sum of per-token rewards) is greater than the threshold instead;
 - an infrastructure failure (`INFRA_STOP_REASONS`) is never a success and its return counts as 0, as in the
@@ -9,7 +9,7 @@
 - `pass_at_k[k]`: the unbiased estimator 1 - C(n-c, k) / C(n, k) per prompt (n samples, c successes),
   averaged over prompts, for k = 1 .. the smallest n among the prompts;
 - `pass_hat_k[k]`: tau-bench's pass^k, C(c, k) / C(n, k) per prompt (all of k samples succeed), averaged over
-  prompts, for the same k (one definition: `skyrl_train.metrics.reward_metrics.pass_hat_k`);
+  prompts, for the same k (one definition: `skyrl_gym.common.outcomes.pass_hat_k`);
 - `any_success`: fraction of prompts with at least one success (the fork's `pass_at_n`);
 - `mean_score`: mean return over all trajectories; `avg_turns` / `avg_tool_calls`: means over the scored
   trajectories whose dump records them (`turns_known` / `tool_calls_known` say how many), None when none does;
@@ -30,9 +30,9 @@ from math import comb
 from statistics import fmean
 from typing import Any
 
+from skyrl_gym.common.outcomes import pass_hat_k
 from skyrl_integrations.analysis.categories import CATEGORIES, INFRA_STOP_REASONS, Finding, classify
 from skyrl_integrations.analysis.dumps import DumpedTrajectory
-from skyrl_train.metrics.reward_metrics import pass_hat_k
 
 OVERALL = "overall"
 

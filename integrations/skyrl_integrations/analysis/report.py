@@ -10,6 +10,7 @@ from typing import Any
 
 from skyrl_integrations.analysis.categories import CATEGORIES
 from skyrl_integrations.analysis.metrics import OVERALL
+from skyrl_integrations.extras import missing_extra
 
 MISSING = "-"
 
@@ -164,8 +165,10 @@ def _html_examples(categories: dict[str, dict[str, Any]]) -> str:
 
 def _plots(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """(title, base64 PNG): success per environment per step, turns histogram, stop reasons, failure categories."""
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "analysis", "the HTML report's plots") from exc
     matplotlib.use("Agg")
     steps = summary["steps"]
     labels = list(steps)

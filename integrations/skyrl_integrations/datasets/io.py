@@ -25,8 +25,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from skyrl_gym.common.fs import atomic_write_text, fsync_dir
 from skyrl_integrations.datasets.schema import SPLITS, TaskRow, validate_row
-from skyrl_train.utils.fs import atomic_write_text, fsync_dir
 
 __all__ = [
     "DEFAULT_VAL_RATIO",

@@ -54,7 +54,6 @@ from skyrl_integrations.mcp.prompt import DEFAULT_ROLE, render_tools
 from skyrl_integrations.mcp.servers import BUNDLED_SERVERS
 from skyrl_integrations.tool_parser import ParseFailure, parse_tool_calls
 from skyrl_integrations.tool_parser.lenient_json import decode_json_prefix
-from skyrl_train.models import DEFAULT_MODEL
 
 __all__ = [
     "ENV_VARS",
@@ -65,6 +64,10 @@ __all__ = [
     "TaskPlan",
     "parse_reply",
 ]
+
+DEFAULT_ENDPOINT_MODEL = "smollm2-135m-instruct"
+"""The name ``python -m skyrl_train.serve`` gives its default CPU model (``skyrl_train.models.DEFAULT_MODEL``, which
+a serving test checks this against): a plain string, so that generating tasks does not need skyrl-train."""
 
 ENV_VARS = {
     "n_samples": "N_SAMPLES",
@@ -122,7 +125,7 @@ class LLMGenerationConfig:
 
     n_samples: int = 10
     """Valid tasks wanted."""
-    model: str = DEFAULT_MODEL
+    model: str = DEFAULT_ENDPOINT_MODEL
     """Model name sent to the endpoint (the default CPU model, as ``python -m skyrl_train.serve`` names it)."""
     base_url: str = "http://127.0.0.1:8000/v1"
     """OpenAI-compatible endpoint (``python -m skyrl_train.serve``'s default address)."""

@@ -10,6 +10,9 @@ checks that every call succeeds and that the expected answer is derivable from t
 (``replay.answer_in_results``: a value of a result, or for numbers the sum or difference of two). A call whose
 ``params`` leave out a required argument (generators may omit free-text ones, such as a search query, that any
 wording satisfies) is not replayed; the answer of such a row is not checked, and the report counts those rows.
+
+Files are read with skyrl-train's dataset reader, as training reads them: this module needs the ``train`` extra
+(``pip install 'skyrl-integrations[train]'``).
 """
 
 from __future__ import annotations
@@ -23,9 +26,14 @@ from typing import Any
 
 from skyrl_integrations.datasets.replay import ToolServers, answer_in_results
 from skyrl_integrations.datasets.schema import SPLITS, TaskRow, row_problems
+from skyrl_integrations.extras import missing_extra
 from skyrl_integrations.mcp.servers import BUNDLED_SERVERS
-from skyrl_train.dataset.sources import DataSourceError, load_rows
-from skyrl_train.dataset.validation import RowProblem
+
+try:  # the trainer's own reader, so a file that validates here reads the same in training
+    from skyrl_train.dataset.sources import DataSourceError, load_rows
+    from skyrl_train.dataset.validation import RowProblem
+except ModuleNotFoundError as exc:
+    raise missing_extra(exc, "train", "skyrl_integrations.datasets.validate (skyrl-validate-tasks)") from exc
 
 __all__ = ["FileReport", "main", "validate_file", "validate_files"]
 

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from skyrl_gym.common.config import to_plain
 from skyrl_integrations.mcp import client
 from skyrl_integrations.mcp.prompt import TOOL_PROMPT_STYLES, validate_demonstrations
 from skyrl_integrations.mcp.scoring import DEFAULT_REWARD_WEIGHTS, RewardWeights
 from skyrl_integrations.mcp.spec import MCPServerSpec
-from skyrl_train.generators.utils import to_plain
 
 WHERE = "environment.skyrl_gym.mcp_tool"
 LAST_TURN_NOTE = "This is your last turn: reply with your final answer, without a tool call."

@@ -11,8 +11,8 @@ reply with `skyrl_integrations.tool_parser.parse_tool_calls` and then
 The episode also ends after `max_turns` turns or a call to one of `terminal_tools`. The reward (see `scoring`)
 is given on the final step; earlier steps get 0. Tool and server failures never raise out of `step`: they become
 error observations. A tool server that crashed during a step is restarted for the next call, and the step's
-``metadata["infra_failure"] = "tool_server_crashed"`` tells the generator to keep the trajectory out of training
-(stop reason ``tool_server_failed``).
+``infra_failure`` (a `skyrl_gym.InfraFailure` with reason ``tool_server_failed`` and the call's error) tells the
+generator to keep the trajectory out of training.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from skyrl_gym import InfraFailure, InfraFailureReason
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 from skyrl_integrations.mcp.client import MCPToolGroup, ToolResult, run_blocking
 from skyrl_integrations.mcp.config import MCPEnvConfig
@@ -31,7 +32,6 @@ from skyrl_integrations.tool_parser import ParseFailure, ToolCall, ToolRegistry,
 
 DEFAULT_MAX_TURNS = 5
 """When neither the row's ground truth nor the generator sets `max_turns`."""
-INFRA_FAILURE_SERVER_CRASHED = "tool_server_crashed"
 FORMAT_REMINDER = (
     'To call a tool, write one JSON object between <tool_call> and </tool_call>, with the key "name" (one of the '
     'tools above) and the key "arguments" (an object of its arguments); or reply without a tool call to give your '
@@ -71,8 +71,9 @@ class MCPToolEnv(BaseTextEnv):
       none.
 
     From the row (``extras``): ``reward_spec.ground_truth`` (required), ``extra_info.servers`` /
-    ``extra_info.tools``, and ``max_turns``: the episode's limit is the smaller of the ground truth's
-    ``max_turns`` and the generator's (default `DEFAULT_MAX_TURNS` when neither is set).
+    ``extra_info.tools``, and ``max_turns`` (the generator's, upstream's contract): the episode's limit is the
+    smaller of the ground truth's ``max_turns`` and the generator's (default `DEFAULT_MAX_TURNS` when neither is
+    set). The env needs its last turn to score the episode there; the generator stops at its own limit anyway.
     """
 
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None):
@@ -153,11 +154,13 @@ class MCPToolEnv(BaseTextEnv):
             return self._finish([], "final_answer", metadata)
 
         calls = parsed.calls[: self.config.max_calls_per_turn]
-        parts, records = [], []
+        parts, records, crashes = [], [], []
         for call in calls:
             result = await self._run(call)
             records.append({"tool": call.name, "arguments": call.arguments, "error_kind": result.error_kind})
             parts.append(render_call(call.name, result))
+            if result.error_kind == "server_crashed":
+                crashes.append(result.text)
         metadata["tool_calls"] = records
         skipped = len(parsed.calls) - len(calls)
         if skipped:
@@ -165,12 +168,19 @@ class MCPToolEnv(BaseTextEnv):
             parts.append(f"Only {len(calls)} tool call(s) run per reply; {skipped} more skipped.")
         if failure is not None:
             parts.append(f"Your tool call could not be used ({failure.value}): {parsed.error}\n{FORMAT_REMINDER}")
-        if any(r["error_kind"] == "server_crashed" for r in records):
-            metadata["infra_failure"] = INFRA_FAILURE_SERVER_CRASHED
+        output = self._after_calls(parsed.text, calls, parts, metadata)
+        if crashes:
+            output["infra_failure"] = InfraFailure(InfraFailureReason.TOOL_SERVER_FAILED, crashes[0])
+        return output
 
+    def _after_calls(
+        self, text: str, calls: list[ToolCall], parts: list[str], metadata: dict[str, Any]
+    ) -> BaseTextEnvStepOutput:
+        """The step's outcome once its calls ran: the end of the episode (a terminal tool, the last turn) or the
+        observation for the next turn."""
         terminal = [call for call in calls if call.name in self.config.terminal_tools]
         if terminal:
-            self.final_answer = "\n".join([parsed.text, *_string_values(terminal[-1].arguments)]).strip()
+            self.final_answer = "\n".join([text, *_string_values(terminal[-1].arguments)]).strip()
             return self._finish(_observation(parts), "terminal_tool", metadata)
         if self.turns >= self.max_turns:
             return self._finish(_observation(parts), "max_turns", metadata)

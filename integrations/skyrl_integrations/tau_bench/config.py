@@ -25,10 +25,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from skyrl_gym.common.config import to_plain
 from skyrl_integrations.mcp.config import _load_json_file
 from skyrl_integrations.mcp.prompt import TOOL_PROMPT_STYLES, validate_demonstrations
 from skyrl_integrations.tau_bench.users import STRATEGIES, LLMUser, LLMUserConfig, ScriptedUser, UserSimulator
-from skyrl_train.generators.utils import to_plain
 
 WHERE = "environment.skyrl_gym.tau_bench"
 USER_KINDS = ("scripted", "llm")

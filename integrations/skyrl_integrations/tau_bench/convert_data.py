@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from skyrl_gym.common.fs import atomic_write_text
 from skyrl_integrations.tau_bench.domains import DOMAINS, Domain, get_domain
 from skyrl_integrations.tau_bench.reward import GroundTruth
-from skyrl_train.utils.fs import atomic_write_text
 
 ENV_CLASS = "tau_bench"
 OUTPUT_SPLITS = ("train", "test")

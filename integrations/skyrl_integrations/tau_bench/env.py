@@ -11,8 +11,9 @@ line. Each `step` parses the agent's reply with `skyrl_integrations.tool_parser.
 The episode ends when the user's reply holds a stop token (``###STOP###`` / ``###TRANSFER###`` /
 ``###OUT-OF-SCOPE###``), on a ``transfer_to_human_agents`` call (unless ``transfer_ends_episode`` is false); both
 are graded (`reward`). Reaching ``max_turns`` agent turns or ``max_tool_errors`` tool errors ends it with reward 0.
-A user-simulator endpoint failure ends it with reward 0 and ``metadata["infra_failure"] = "user_simulator_failed"``
-(the generator keeps such trajectories out of training); a failure of its opening line raises from `init`.
+A user-simulator endpoint failure ends it with reward 0 and the step's ``infra_failure`` (a
+`skyrl_gym.InfraFailure` with reason ``user_simulator_failed`` and the endpoint's error), so the generator keeps the
+trajectory out of training; a failure of its opening line raises from `init`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from skyrl_gym import InfraFailure, InfraFailureReason
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 from skyrl_integrations.tau_bench.config import TauBenchEnvConfig
 from skyrl_integrations.tau_bench.domains import get_domain
@@ -31,7 +33,6 @@ from skyrl_integrations.tau_bench.users import UserSimulator, UserSimulatorError
 from skyrl_integrations.tool_parser import ParseFailure, ToolRegistry, parse_tool_calls
 
 TRANSFER_TOOL = "transfer_to_human_agents"
-INFRA_FAILURE_USER_SIMULATOR = "user_simulator_failed"
 EMPTY_MESSAGE_HINT = "Your reply was empty. Call a tool or write a message to the user."
 
 
@@ -39,7 +40,8 @@ class TauBenchEnv(BaseTextEnv):
     """A tau2 task. ``env_config``: see `TauBenchEnvConfig`. From the row (``extras``): ``extra_info.domain`` and
     ``extra_info.task_id`` (required), ``extra_info.instruction`` (the user scenario; default: the task's),
     ``reward_spec.ground_truth`` (format: `GroundTruth`; default: the task's evaluation criteria) and
-    ``max_turns`` (the generator's; the smaller of it and the config's wins)."""
+    ``max_turns`` (the generator's, upstream's contract; the smaller of it and the config's wins, so the env knows
+    its last turn and reports the episode's end as ``max_turns``)."""
 
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None):
         super().__init__()
@@ -120,8 +122,10 @@ class TauBenchEnv(BaseTextEnv):
         try:
             reply = self.user.reply(parsed.text)
         except UserSimulatorError as error:
-            metadata.update(infra_failure=INFRA_FAILURE_USER_SIMULATOR, error=str(error))
-            return self._finish([], INFRA_FAILURE_USER_SIMULATOR, metadata)
+            reason = InfraFailureReason.USER_SIMULATOR_FAILED
+            output = self._finish([], reason.value, metadata)
+            output["infra_failure"] = InfraFailure.from_exception(reason, error)
+            return output
         self.counters.record_user_turn(reply)
         if stop_token(reply.text) is not None:
             return self._finish(_user(reply.text), "user_stop", metadata)

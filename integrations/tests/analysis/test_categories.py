@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from skyrl_gym import InfraFailureReason
 from skyrl_integrations.analysis import CATEGORIES, classify, summarize
+from skyrl_integrations.analysis.categories import INFRA_STOP_REASONS
 from skyrl_integrations.analysis.dumps import to_trajectory
 
 CALL = ("assistant", '{"name": "get_quote", "arguments": {"ticker": "AAPL"}}')
@@ -109,6 +111,20 @@ def test_a_failed_answer_without_a_claim_is_uncategorised(make_row):
 )
 def test_infrastructure_failures_are_categorised_by_stop_reason(make_row, stop_reason):
     assert categories(make_row(0.0, CALL, stop_reason=stop_reason)) == [stop_reason]
+
+
+def test_an_infrastructure_failures_snippet_is_its_dumped_error(make_row):
+    failure = {"reason": "env_step_failed", "error": "ConnectionError: tool server crashed"}
+    row = make_row(0.0, CALL, stop_reason="env_step_failed", infra_failure=failure)
+    (finding,) = classify(to_trajectory(row, "t.jsonl:1"))
+    assert (finding.category, finding.snippet) == (
+        "env_step_failed",
+        "stop_reason=env_step_failed: ConnectionError: tool server crashed",
+    )
+
+
+def test_the_infrastructure_categories_are_the_infra_failure_reasons():
+    assert set(INFRA_STOP_REASONS) == {reason.value for reason in InfraFailureReason}
 
 
 def test_tool_errors_no_rule_explains_are_other_tool_errors(make_row):

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from skyrl_gym import InfraFailure, InfraFailureReason
 from skyrl_integrations.analysis import DumpError, load_eval_dumps
 
 UPSTREAM_ROW = {
@@ -114,6 +115,20 @@ def test_messages_without_their_prompt_length_are_rejected(tmp_path, make_row):
     del row["num_prompt_messages"]
     (tmp_path / "env_a.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(DumpError, match="num_prompt_messages"):
+        load_eval_dumps(str(tmp_path))
+
+
+def test_a_dumped_infrastructure_failure_is_read_as_its_typed_record(tmp_path, make_row, write_dump):
+    failure = {"reason": "tool_server_failed", "error": "the tool server 'toy' stopped responding"}
+    write_dump(tmp_path, {"env_a": [make_row(0.0, stop_reason="tool_server_failed", infra_failure=failure)]})
+    (trajectory,) = load_eval_dumps(str(tmp_path))[tmp_path.name]
+    assert trajectory.infra_failure == InfraFailure(InfraFailureReason.TOOL_SERVER_FAILED, failure["error"])
+
+
+def test_an_infrastructure_failure_with_an_unknown_reason_is_named(tmp_path, make_row):
+    row = make_row(0.0, infra_failure={"reason": "crashed", "error": "x"})
+    (tmp_path / "env_a.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(DumpError, match=r"env_a\.jsonl:1: infra_failure\.reason: expected one of env_init_failed"):
         load_eval_dumps(str(tmp_path))
 
 

@@ -13,6 +13,10 @@ from skyrl_train.models import DEFAULT_MODEL
 pytestmark = pytest.mark.timeout(900)
 
 
+def test_the_default_model_knob_is_the_name_serve_gives_the_default_model():
+    assert LLMGenerationConfig().model == DEFAULT_MODEL
+
+
 def test_noise_from_the_tiny_model_is_rejected_and_counted(tiny_model_url, tiny_model, tmp_path, monkeypatch, capsys):
     for var, value in {
         "N_SAMPLES": "1",

@@ -10,6 +10,7 @@ import time
 import pytest
 
 import skyrl_gym
+from skyrl_gym import InfraFailureReason
 from skyrl_integrations.mcp.config import LAST_TURN_NOTE
 from skyrl_integrations.mcp.env import MCPToolEnv
 
@@ -220,7 +221,7 @@ def test_a_hung_tool_times_out_and_the_episode_continues(make_env):
     out = env.step(call("sleep", seconds=30))
     assert out["done"] is False
     assert out["observations"][0]["content"].startswith("Tool error (sleep): Tool 'sleep' timed out after 1s.")
-    assert "infra_failure" not in out["metadata"]
+    assert "infra_failure" not in out
     assert (env.get_metrics()["tool_timeouts"], env.get_metrics()["tool_errors"]) == (1, 1)
     assert env.step(ADD_2_3)["observations"][0]["content"].startswith("Tool result (add):\n5.0")
 
@@ -243,7 +244,7 @@ def test_a_one_megabyte_output_is_truncated_in_the_observation(make_env):
     content = env.step(call("big", n=1_048_576))["observations"][0]["content"]
     assert content == "Tool result (big):\n" + "x" * 4000 + "\n...[truncated 1048576 -> 4000 chars]"
     assert env.get_metrics()["truncated_outputs"] == 1
-    assert "infra_failure" not in env.step(ADD_2_3)["metadata"]
+    assert "infra_failure" not in env.step(ADD_2_3)
 
 
 def test_a_server_crash_is_an_error_observation_flagged_as_an_infra_failure(make_env):
@@ -251,7 +252,8 @@ def test_a_server_crash_is_an_error_observation_flagged_as_an_infra_failure(make
     out = env.step(call("crash"))
     assert out["done"] is False
     assert out["observations"][0]["content"].startswith("Tool error (crash): Tool 'crash' failed: the tool server")
-    assert out["metadata"]["infra_failure"] == "tool_server_crashed"
+    assert out["infra_failure"].reason == InfraFailureReason.TOOL_SERVER_FAILED
+    assert out["infra_failure"].error == out["observations"][0]["content"].removeprefix("Tool error (crash): ")
     assert env.get_metrics()["server_crashes"] == 1
 
 

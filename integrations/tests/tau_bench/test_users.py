@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
+from skyrl_gym import InfraFailureReason
 from skyrl_integrations.tau_bench.users import (
     GREETING,
     STOP_TOKENS,
@@ -171,7 +172,8 @@ def test_an_endpoint_failure_mid_episode_ends_it_as_an_infra_failure(make_env):
     finally:
         server.shutdown()
     assert (out["done"], out["reward"], out["observations"]) == (True, 0.0, [])
-    assert out["metadata"]["infra_failure"] == "user_simulator_failed"
+    assert out["infra_failure"].reason == InfraFailureReason.USER_SIMULATOR_FAILED
+    assert out["infra_failure"].error.startswith("UserSimulatorError: ")
     metrics = env.get_metrics()
     assert (metrics["stop_user_simulator_failed"], metrics["user_turns"], metrics["user_prompt_tokens"]) == (1, 1, 10)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from skyrl_gym.core import Env, implements_async
+from skyrl_gym.core import Env, InfraFailure, implements_async
 from skyrl_gym.metrics import default_aggregate_metrics
 
 MessageType = dict[str, str]
@@ -26,6 +26,9 @@ class BaseTextEnvStepOutput(TypedDict, total=False):
     """Free-form information about the step; the trainer does not read it."""
     postprocessed_action: str | None
     """Replaces the model's output text. Breaks token-in/token-out: the generator warns when it is used."""
+    infra_failure: InfraFailure
+    """Set only when the env recovered from an infrastructure failure during this step (e.g. its tool server
+    crashed and was restarted): the trajectory is then kept out of training. Not part of upstream's contract."""
 
 
 class BaseTextEnv(Env[ConversationType, str]):

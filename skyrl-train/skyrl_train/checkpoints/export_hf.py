@@ -33,6 +33,7 @@ from skyrl_train.config import ConfigError, SkyRLConfig, build_config
 from skyrl_train.distributed.fsdp_workers import DCP_DIR
 from skyrl_train.storage import S3StorageError, S3Store, make_s3_client
 from skyrl_train.trainer import TRAINER_STATE_FILE
+from skyrl_train.utils.device import training_dtype
 from skyrl_train.workers.policy import PolicyWorker
 from skyrl_train.workers.trainable import MODEL_FILE
 
@@ -69,7 +70,8 @@ def export_checkpoint(step_dir: str | os.PathLike, output: str | os.PathLike) ->
             )
         raise CheckpointError(f"{policy_dir} holds neither {MODEL_FILE} (single) nor {DCP_DIR}/ (fsdp2)")
     t = cfg.trainer
-    policy = PolicyWorker(t.policy, t.algorithm, dtype="bfloat16" if t.bf16 else "float32")
+    # On the CPU, in bf16 only when the run asked for it (an unset trainer.bf16 exports fp32: lossless for bf16).
+    policy = PolicyWorker(t.policy, t.algorithm, dtype=training_dtype(t.bf16, "cpu"))
     try:
         if (policy_dir / MODEL_FILE).is_file():
             policy.load_checkpoint(policy_dir)

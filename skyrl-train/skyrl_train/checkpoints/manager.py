@@ -35,8 +35,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from skyrl_gym.common.fs import atomic_write_text, fsync_dir
 from skyrl_train.checkpoints.sink import CheckpointSink
-from skyrl_train.utils.fs import atomic_write_text, fsync_dir, fsync_tree, remove_tree, replace_dir
+from skyrl_train.utils.fs import fsync_tree, remove_tree, replace_dir
 
 logger = logging.getLogger(__name__)
 

@@ -326,6 +326,11 @@ class TrainerConfig:
     placement: PlacementConfig = section(PlacementConfig, "How many nodes and devices each model gets.")
     sequence_parallel_backend: str = knob("ulysses", "Sequence-parallel implementation; only 'ulysses'.")
     strategy: str = knob("single", "Training strategy: 'single' (one process) or 'fsdp2' (processes and nodes).")
+    device: str = knob(
+        "auto",
+        "Device of the single-process workers and the local hf engine: auto (CUDA when visible, else CPU), cpu, cuda "
+        "or cuda:N. fsdp2 ranks take theirs from Ray.",
+    )
     policy: PolicyConfig = section(PolicyConfig, "The trained policy.")
     ref: RefConfig = section(RefConfig, "The frozen reference model (built only if a KL term is on).")
     critic: CriticConfig = section(CriticConfig, "The critic (built only if critic.model.path is set).")
@@ -364,7 +369,11 @@ class TrainerConfig:
         "(counts per stop reason, a sample error); 1.0 = never stop.",
     )
     seed: int = knob(42, "Random seed for data order, sampling and init.")
-    bf16: bool = knob(True, "Load, train and generate with the models in bfloat16 (false: float32).")
+    bf16: bool | None = knob(
+        None,
+        "Train and generate in bfloat16 (true) or float32 (false); null = bfloat16 on a GPU, float32 on the CPU. "
+        "fsdp2 on GPUs keeps fp32 masters and computes in bf16.",
+    )
     cpu_threads: int | None = knob(
         None,
         "Torch intra-op threads of the training process and of its hf engine; null = torch's default (one per core). "
@@ -412,7 +421,9 @@ class GeneratorConfig:
         "Backend of the trainer-to-engine weight broadcast: nccl (GPU) or gloo (CPU); the local hf engine shares "
         "the policy's weights.",
     )
-    weight_transfer_threshold_cuda_ipc_GB: float = knob(1.0, "Batch size (GB) of CUDA-IPC weight transfers.")
+    weight_transfer_threshold_cuda_ipc_GB: float = knob(
+        1.0, "Most GiB packed into one CUDA IPC buffer per GPU (one chunk of a weight sync)."
+    )
     inference_engine_tensor_parallel_size: int = knob(1, "Tensor parallelism inside each engine.")
     inference_engine_pipeline_parallel_size: int = knob(1, "Pipeline parallelism inside each engine.")
     inference_engine_expert_parallel_size: int = knob(1, "Expert parallelism inside each engine.")

@@ -91,7 +91,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "trainer.algorithm.cispo.cispo_eps_clip_high": _NO_LOSS.format("the cispo loss"),
     # --- inference engines
     "generator.inference_engine_expert_parallel_size": _ENGINES,
-    "generator.weight_transfer_threshold_cuda_ipc_GB": _ENGINES,
     "generator.enable_ray_prometheus_stats": _ENGINES,
     "generator.rope_scaling": _ENGINES,
     "generator.rope_theta": _ENGINES,
@@ -226,6 +225,18 @@ def uses_vllm(cfg: SkyRLConfig) -> bool:
     return cfg.generator.run_engines_locally and cfg.generator.backend == "vllm"
 
 
+def syncs_by_cuda_ipc(cfg: SkyRLConfig) -> bool:
+    """Full weights reach the engines by CUDA IPC (upstream's rule): no LoRA, `weight_sync_backend=nccl`, and local
+    vLLM engines colocated with the policy (`trainer.placement.colocate_all`)."""
+    g = cfg.generator
+    return (
+        cfg.trainer.policy.model.lora.rank == 0
+        and g.weight_sync_backend == "nccl"
+        and uses_vllm(cfg)
+        and cfg.trainer.placement.colocate_all
+    )
+
+
 def has_critic(cfg: SkyRLConfig) -> bool:
     return cfg.trainer.critic.model.path is not None
 
@@ -299,6 +310,13 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "engines that receive weights from the trainer (vLLM or remote engines; the local hf engine shares the "
         "policy)",
         "engines receiving weights only",
+    ),
+    Conditional(
+        ("generator.weight_transfer_threshold_cuda_ipc_GB",),
+        syncs_by_cuda_ipc,
+        "a CUDA IPC weight sync: full fine-tuning, generator.weight_sync_backend=nccl and local vLLM engines "
+        "colocated with the policy (trainer.placement.colocate_all=true)",
+        "CUDA IPC weight sync only",
     ),
     Conditional(
         LORA_SYNC_ONLY,

@@ -16,6 +16,7 @@ import warnings
 from skyrl_train.config.errors import ConfigError
 from skyrl_train.config.schema import SkyRLConfig
 from skyrl_train.config.support import not_implemented_problems, separate_ref_model
+from skyrl_train.utils.device import check_device_name
 
 __all__ = [
     "validate_cfg",
@@ -136,6 +137,10 @@ def _check_generator(cfg: SkyRLConfig, problems: list[str]) -> None:
     g, t = cfg.generator, cfg.trainer
     _at_least(problems, "generator.max_turns", g.max_turns, 1)
     _at_least(problems, "generator.prefix_cache_bytes", g.prefix_cache_bytes, 1)
+    if g.weight_transfer_threshold_cuda_ipc_GB <= 0:
+        problems.append(
+            f"generator.weight_transfer_threshold_cuda_ipc_GB must be > 0, got {g.weight_transfer_threshold_cuda_ipc_GB}."
+        )
     if g.max_turns == 1 and g.max_input_length != t.max_prompt_length:
         problems.append(
             f"generator.max_input_length ({g.max_input_length}) must equal trainer.max_prompt_length "
@@ -387,6 +392,9 @@ def _map_deprecated_use_tis(cfg: SkyRLConfig, problems: list[str]) -> None:
 
 def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
     t = cfg.trainer
+    device_problem = check_device_name(t.device)
+    if device_problem is not None:
+        problems.append(f"trainer.device {device_problem}.")
     if t.cpu_threads is not None:
         _at_least(problems, "trainer.cpu_threads", t.cpu_threads, 1)
     if t.use_sample_packing and t.strategy == "fsdp2":

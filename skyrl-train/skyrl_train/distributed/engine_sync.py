@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import torch
+
 from skyrl_train.models import load_causal_lm
 from skyrl_train.workers.trainable import apply_lora
 
@@ -26,10 +28,17 @@ logger = logging.getLogger(__name__)
 
 
 class DriverPolicyCopy:
-    """``model``: an unsharded copy of the policy in this process, synced from ``policy`` (a worker group)."""
+    """``model``: an unsharded copy of the policy in this process (on ``device``, in ``dtype``), synced from
+    ``policy`` (a worker group)."""
 
-    def __init__(self, policy_config: PolicyConfig, policy: PolicyWorkerGroup, dtype: str = "float32"):
-        model = load_causal_lm(policy_config.model.path, dtype, "cpu", **policy_config.model_config_kwargs)
+    def __init__(
+        self,
+        policy_config: PolicyConfig,
+        policy: PolicyWorkerGroup,
+        dtype: str | torch.dtype = "float32",
+        device: str | torch.device = "cpu",
+    ):
+        model = load_causal_lm(policy_config.model.path, dtype, device, **policy_config.model_config_kwargs)
         if policy_config.model.lora.rank > 0:
             model = apply_lora(model, policy_config.model.lora, task_type="CAUSAL_LM")
         self.model = model.eval()

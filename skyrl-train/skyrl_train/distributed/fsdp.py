@@ -8,7 +8,7 @@
 - ``reshard_after_forward``: free the gathered parameters after each block's forward (re-gathered for backward);
 - ``cpu_offload`` is not offered: it only applies to GPU ranks, nothing here runs on a GPU to verify it, and the
   config refuses it (``skyrl_train.config.support``);
-- mixed precision (GPU with ``trainer.bf16``): compute in bf16, keep fp32 parameters and reduce gradients in fp32.
+- mixed precision (GPU with ``trainer.bf16`` true or unset): compute in bf16, keep fp32 parameters and reduce gradients in fp32.
 
 FSDP *averages* gradients over the ranks of the mesh (gloo has no pre-scaled sum, so the divide factor stays at its
 default). Each rank's loss is divided by the normaliser of the whole global mini-batch (see
@@ -24,17 +24,20 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from skyrl_train.utils.device import uses_bf16
+
 __all__ = ["all_gather_objects", "build_device_mesh", "shard_model", "FSDPSetup"]
 
 
 class FSDPSetup:
     """What ``shard_model`` needs besides the model: the role's ``fsdp_config``, device and precision."""
 
-    def __init__(self, fsdp_config: Any, device: str, bf16: bool, role: str):
+    def __init__(self, fsdp_config: Any, device: str, bf16: bool | None, role: str):
         self.reshard_after_forward = bool(getattr(fsdp_config, "reshard_after_forward", True))
         self.fsdp_size = int(getattr(fsdp_config, "fsdp_size", -1))
         self.device = device
-        self.bf16 = bf16
+        self.mixed_precision = device == "cuda" and uses_bf16(bf16, device)
+        """bf16 compute over fp32 masters (GPU only; `trainer.bf16` true or unset)."""
         self.role = role
 
 
@@ -71,7 +74,7 @@ def shard_model(model: nn.Module, setup: FSDPSetup, forward_methods: tuple[str, 
 
     mesh = build_device_mesh(setup.fsdp_size, setup.device, setup.role)
     options: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": setup.reshard_after_forward}
-    if setup.bf16 and setup.device == "cuda":
+    if setup.mixed_precision:
         options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     blocks = _block_classes(model)
     if not blocks:

@@ -66,6 +66,7 @@ class FSDPTrainable(TrainableWorker):
     """``TrainableWorker`` over a sharded model. Subclasses set ``self._fsdp_setup`` before ``__init__`` runs."""
 
     _fsdp_setup: FSDPSetup
+    uniform_forwards = True
     _forward_methods: tuple[str, ...] = ()
     """Methods of the model other than ``forward`` that run it (see ``shard_model``)."""
 
@@ -140,22 +141,22 @@ class FSDPTrainable(TrainableWorker):
 
 class FSDPPolicyWorker(PolicyWorker, FSDPTrainable):
     """``PolicyWorker`` on one FSDP2 rank. ``setup`` says how to shard; ``export_dtype`` is the dtype of HF exports
-    (the training dtype, ``bfloat16`` with ``trainer.bf16``, as the single strategy exports, even where the sharded
+    (the training dtype, ``utils.device.training_dtype``, as the single strategy exports, even where the sharded
     weights are fp32 masters for GPU mixed precision); other arguments as ``PolicyWorker``.
 
-    The update runs every row through the whole model, never a shared prompt prefix once: that takes two forward
-    passes through the same blocks in one graph (the prefix's keys/values feed the rows' pass), and FSDP frees a
-    block's gathered weights after its first backward, before the prefix's part of the graph reaches it again.
+    Every pass runs every row through the whole model, never a shared prompt prefix once (``uniform_forwards``, from
+    ``FSDPTrainable``): whether rows share a prefix depends on the rank's rows, and the ranks must run the same
+    forwards. In the update it could not work anyway: that takes two forward passes through the same blocks in one
+    graph (the prefix's keys/values feed the rows' pass), and FSDP frees a block's gathered weights after its first
+    backward, before the prefix's part of the graph reaches it again.
     """
-
-    _share_prefix_in_update = False
 
     def __init__(
         self,
         setup: FSDPSetup,
         policy_config: PolicyConfig,
         algorithm_config: AlgorithmConfig,
-        export_dtype: str = "float32",
+        export_dtype: str | torch.dtype = "float32",
         **kwargs: Any,
     ):
         self._fsdp_setup = setup
@@ -197,4 +198,5 @@ def sharded_ref_worker(setup: FSDPSetup, model_path: str, **kwargs: Any) -> RefW
     """A separate frozen reference model (``RefWorker.from_pretrained`` arguments), sharded like the policy."""
     worker = RefWorker.from_pretrained(model_path, **kwargs)
     shard_model(worker.model, setup)
+    worker.uniform_forwards = True
     return worker

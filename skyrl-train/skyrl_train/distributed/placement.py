@@ -1,7 +1,8 @@
 """Where the policy, ref and critic workers run: placement groups with upstream SkyRL's semantics.
 
 ``plan_placement`` turns ``trainer.placement`` into a ``PlacementPlan`` (pure, no Ray); ``create_placement_groups``
-reserves it on the cluster. The rules (also in ``docs/distributed.md``):
+reserves it on the cluster, or fails after a timeout naming what was asked and what the cluster has
+(``skyrl_train.utils.ray_placement``). The rules (also in ``docs/distributed.md``):
 
 - a role with ``{role}_num_nodes`` x ``{role}_num_gpus_per_node`` = W workers gets W bundles, one per worker;
   a bundle is ``{"GPU": 1, "CPU": 1}`` on GPUs and ``{"CPU": 1}`` on a CPU run;
@@ -21,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from skyrl_train.utils.ray_placement import reserve_placement_group
 
 __all__ = [
     "COLOCATED_SHARE",
@@ -130,34 +133,35 @@ class ReservedPlacement:
         return len(self.bundle_of_rank)
 
 
-def create_placement_groups(plan: PlacementPlan, timeout_s: float = 180.0) -> dict[str, ReservedPlacement]:
+def create_placement_groups(plan: PlacementPlan, timeout_s: float | None = None) -> dict[str, ReservedPlacement]:
     """Reserve the plan's placement groups (PACK) and return each role's ``ReservedPlacement``.
 
     Raises:
-        TimeoutError: the cluster cannot provide the bundles within ``timeout_s`` (names the bundles asked for).
+        TimeoutError: the cluster cannot provide a group's bundles within ``timeout_s`` (None: the default of
+            ``reserve_placement_group``); the message names the bundles asked for and the cluster's resources.
+            The groups already reserved are removed.
     """
-    import ray
-    from ray.util.placement_group import placement_group, placement_group_table
+    from ray.util.placement_group import placement_group_table
 
-    reserved = []
+    groups = []
     try:
-        for bundles in plan.groups:
-            group = placement_group(list(bundles), strategy="PACK")
-            reserved.append((group, None))
-            ready, _ = ray.wait([group.ready()], timeout=timeout_s)
-            if not ready:
-                raise TimeoutError(
-                    f"the Ray cluster could not reserve {len(bundles)} bundles of {bundles[0]} within "
-                    f"{timeout_s:.0f} s (cluster resources: {ray.cluster_resources()}); lower trainer.placement.* "
-                    "or add nodes"
+        for index, bundles in enumerate(plan.groups):
+            roles = [role for role, placed in plan.roles.items() if placed.group == index]
+            groups.append(
+                reserve_placement_group(
+                    bundles,
+                    purpose=f"the fsdp2 {' / '.join(roles)} workers",
+                    remedy="Lower trainer.placement.* or add nodes.",
+                    timeout_s=timeout_s,
                 )
-            reserved[-1] = (group, ranked_bundles(placement_group_table(group)["bundles_to_node_id"]))
-    except BaseException:  # release the groups already reserved (and the one pending)
-        remove_placement_groups(group for group, _ in reserved)
+            )
+        orders = [ranked_bundles(placement_group_table(group)["bundles_to_node_id"]) for group in groups]
+    except BaseException:  # release the groups already reserved
+        remove_placement_groups(groups)
         raise
     out = {}
     for role, role_placement in plan.roles.items():
-        group, order = reserved[role_placement.group]
+        group, order = groups[role_placement.group], orders[role_placement.group]
         out[role] = ReservedPlacement(
             group, tuple(order[: role_placement.num_workers]), role_placement.share, plan.use_gpu
         )

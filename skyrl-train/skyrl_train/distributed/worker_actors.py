@@ -2,7 +2,7 @@
 
 Plain classes (``ActorGroup`` applies ``ray.remote``) with plain methods. Each is built in two calls after the
 process group exists (``ActorGroup.init_process_group``): ``build(trainer_config, ...)``, then the work methods.
-Batches arrive on CPU and are moved to the actor's device; tensors go back on CPU.
+Batches arrive on CPU; the workers move them to the actor's device and return tensors on the CPU.
 """
 
 from __future__ import annotations
@@ -21,15 +21,18 @@ from skyrl_train.distributed.fsdp import FSDPSetup, all_gather_objects
 from skyrl_train.distributed.fsdp_workers import FSDPCriticWorker, FSDPPolicyWorker, sharded_ref_worker
 from skyrl_train.storage import ManifestEntry
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.utils.device import training_dtype
 from skyrl_train.utils.fs import remove_tree
+from skyrl_train.weight_sync.cuda_ipc import ModuleIpcSource
+from skyrl_train.weight_sync.requests import CudaIpcWeightUpdateRequest, TensorSpec
 from skyrl_train.workers import RefWorker
 
 __all__ = ["CriticActor", "PolicyActor", "RefActor", "model_dtype"]
 
 
-def model_dtype(bf16: bool, device: str) -> str:
+def model_dtype(bf16: bool | None, device: str) -> torch.dtype:
     """Weights' dtype: fp32 masters on GPU (bf16 compute comes from FSDP mixed precision); on CPU as ``single``."""
-    return "bfloat16" if bf16 and device == "cpu" else "float32"
+    return torch.float32 if device == "cuda" else training_dtype(bf16, device)
 
 
 class _WorkerActor(DistributedActor):
@@ -45,13 +48,10 @@ class _WorkerActor(DistributedActor):
             device=self.device,
         )
 
-    def _local(self, batch: TrainingInputBatch) -> TrainingInputBatch:
-        return batch.to(self.device)
-
     def ppo_train(
         self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int
     ) -> dict[str, float]:
-        return self.worker.ppo_train(self._local(batch), mini_batch_size, micro_batch_size, update_epochs)
+        return self.worker.ppo_train(batch, mini_batch_size, micro_batch_size, update_epochs)
 
     # --------------------------------------------------------------- checkpoints (see checkpoint_storage)
 
@@ -122,19 +122,31 @@ class PolicyActor(_WorkerActor):
             setup,
             t.policy,
             t.algorithm,
-            export_dtype="bfloat16" if t.bf16 else "float32",
+            export_dtype=training_dtype(t.bf16, self.device),
             temperature=temperature,
             **self._common(t, num_training_steps),
         )
         self.ref = RefWorker.sharing_policy(self.worker) if self.worker.uses_lora else None
+        self.ipc = ModuleIpcSource(self.worker.model)
+
+    # CUDA IPC weight sync (``weight_sync.cuda_ipc``): every rank packs a chunk on its own GPU for the engine there.
+
+    def weight_specs(self) -> list[TensorSpec]:
+        return self.ipc.weight_specs()
+
+    def pack_cuda_ipc(self, names: list[str], weight_version: int) -> CudaIpcWeightUpdateRequest:
+        return self.ipc.pack_cuda_ipc(names, weight_version)
+
+    def release_cuda_ipc(self) -> None:
+        self.ipc.release_cuda_ipc()
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
-        return self.worker.compute_logprobs(self._local(batch), micro_batch_size).cpu()
+        return self.worker.compute_logprobs(batch, micro_batch_size)
 
     def compute_ref_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         if self.ref is None:
             raise RuntimeError("reference logprobs from the policy actors need a LoRA policy")
-        return self.ref.compute_logprobs(self._local(batch), micro_batch_size).cpu()
+        return self.ref.compute_logprobs(batch, micro_batch_size)
 
     def export_hf(self, folder: str) -> None:
         self.worker.export_hf(folder)
@@ -156,7 +168,7 @@ class RefActor(_WorkerActor):
         )
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
-        return self.worker.compute_logprobs(self._local(batch), micro_batch_size).cpu()
+        return self.worker.compute_logprobs(batch, micro_batch_size)
 
 
 class CriticActor(_WorkerActor):
@@ -168,4 +180,4 @@ class CriticActor(_WorkerActor):
         self.worker = FSDPCriticWorker(setup, t.critic, t.algorithm, **self._common(t, num_training_steps))
 
     def compute_values(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
-        return self.worker.compute_values(self._local(batch), micro_batch_size).cpu()
+        return self.worker.compute_values(batch, micro_batch_size)

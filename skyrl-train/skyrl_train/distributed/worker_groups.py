@@ -25,6 +25,8 @@ from skyrl_train.distributed.sharding import shard_for_update, split_rows
 from skyrl_train.distributed.worker_actors import CriticActor, PolicyActor, RefActor
 from skyrl_train.storage import ManifestEntry, S3Settings, join_key
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.weight_sync.cuda_ipc import merge_requests
+from skyrl_train.weight_sync.requests import CudaIpcWeightUpdateRequest, TensorSpec
 
 __all__ = ["CriticWorkerGroup", "PolicyWorkerGroup", "RefWorkerGroup", "build_fsdp_workers", "release_workers"]
 
@@ -114,6 +116,19 @@ class PolicyWorkerGroup(_TrainableGroup):
 
     def export_hf(self, folder: str | Path) -> None:
         self.actors.run("export_hf", str(folder))
+
+    # CUDA IPC weight sync (``weight_sync.cuda_ipc.CudaIpcSource``): the ranks pack on their GPUs, the driver only
+    # relays names, shapes and handles.
+
+    def weight_specs(self) -> list[TensorSpec]:
+        return self.actors.run("weight_specs")[0]
+
+    def pack_cuda_ipc(self, names: list[str], weight_version: int) -> CudaIpcWeightUpdateRequest:
+        """Every rank packs the named weights on its GPU (gathering each in turn); one request with all handles."""
+        return merge_requests(self.actors.run("pack_cuda_ipc", names, weight_version))
+
+    def release_cuda_ipc(self) -> None:
+        self.actors.run("release_cuda_ipc")
 
 
 class RefWorkerGroup(_WorkerGroup):

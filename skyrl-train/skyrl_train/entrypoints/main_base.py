@@ -36,6 +36,7 @@ from skyrl_train.preflight import PreflightError, check_envs
 from skyrl_train.storage import BackgroundUploader, EvalDumpUploader, S3Settings
 from skyrl_train.tracking import Tracking
 from skyrl_train.trainer import InfraFailureError, PPOTrainer
+from skyrl_train.utils.device import resolve_device, training_dtype
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
 if TYPE_CHECKING:
@@ -54,6 +55,10 @@ class BasePPOExp:
         self.s3 = S3Settings.from_trainer_config(cfg.trainer)
         self.uploader = BackgroundUploader(self.s3.flush_timeout_seconds) if self.s3 is not None else None
         """One background uploader for checkpoints and eval dumps when S3 is on; flushed when `run` ends."""
+        self.device = resolve_device(cfg.trainer.device)
+        """Where the single-process workers and a local hf engine's model live (`trainer.device`)."""
+        self.dtype = training_dtype(cfg.trainer.bf16, self.device)
+        """Their dtype (`trainer.bf16`; unset: bf16 on CUDA, fp32 on the CPU)."""
 
     def get_tokenizer(self):
         return load_tokenizer(self.cfg.trainer.policy.model.path)
@@ -96,6 +101,20 @@ class BasePPOExp:
         for line in check_envs(self.cfg, {"data.train_data": train_dataset, "data.val_data": eval_dataset}):
             logger.info("preflight: %s", line)
 
+    def log_device(self) -> None:
+        """Say where the models run and in which dtype, and why (`trainer.device`, `trainer.bf16`)."""
+        t = self.cfg.trainer
+        where = "the driver's hf engine copy" if t.strategy == "fsdp2" else "the workers and the hf engine"
+        why = f"trainer.bf16={t.bf16}" if t.bf16 is not None else "trainer.bf16 unset: bf16 on CUDA, fp32 on the CPU"
+        logger.info(
+            "%s run on %s (trainer.device=%s) in %s (%s)",
+            where,
+            self.device,
+            t.device,
+            str(self.dtype).removeprefix("torch."),
+            why,
+        )
+
     def get_workers(self, num_training_steps: int) -> tuple[PolicyWorker, RefWorker | None, CriticWorker | None]:
         t = self.cfg.trainer
         if t.strategy == "fsdp2":
@@ -113,7 +132,8 @@ class BasePPOExp:
             num_training_steps=num_training_steps,
             gradient_checkpointing=t.gradient_checkpointing,
             gradient_checkpointing_use_reentrant=t.gradient_checkpointing_use_reentrant,
-            dtype="bfloat16" if t.bf16 else "float32",
+            dtype=self.dtype,
+            device=self.device,
         )
         policy = PolicyWorker(
             t.policy,
@@ -198,6 +218,7 @@ class BasePPOExp:
         """How the policy's weights reach `engine` after each update (`skyrl_train.weight_sync`): the mode follows
         upstream's rules (`transfer_mode`); `refresh` brings a local engine's copy of the policy up to date (fsdp2)."""
         from skyrl_train.weight_sync import WeightSyncSender, override_existing_update_group, transfer_mode
+        from skyrl_train.weight_sync.sender import DEFAULT_CHUNK_BYTES
         from skyrl_train.weight_sync.strategy import trainer_address
 
         cfg, g = self.cfg, self.cfg.generator
@@ -228,6 +249,9 @@ class BasePPOExp:
             lora_sync_path=lora.lora_sync_path,
             override_existing=override_existing_update_group(cfg),
             refresh=refresh,
+            chunk_bytes=(
+                int(g.weight_transfer_threshold_cuda_ipc_GB * 2**30) if mode == "cuda_ipc" else DEFAULT_CHUNK_BYTES
+            ),
         )
 
     def get_generator(self, engine: InferenceEngineInterface, tokenizer) -> SkyRLGymGenerator:
@@ -264,6 +288,7 @@ class BasePPOExp:
         _seed_everything(t.seed)
         if t.cpu_threads is not None:
             torch.set_num_threads(t.cpu_threads)  # this thread's training forwards; the hf engine sets its own
+        self.log_device()
         tokenizer = self.get_tokenizer()
         train_dataset = self.get_train_dataset(tokenizer)
         train_loader = self.get_train_loader(train_dataset)
@@ -298,7 +323,7 @@ class BasePPOExp:
             # The ranks hold the weights: the hf engine generates from a copy synced from them.
             from skyrl_train.distributed.engine_sync import DriverPolicyCopy
 
-            engine_policy = DriverPolicyCopy(t.policy, policy, "bfloat16" if t.bf16 else "float32")
+            engine_policy = DriverPolicyCopy(t.policy, policy, self.dtype, self.device)
             refresh = engine_policy.sync
         engine = self.get_inference_engine(engine_policy, tokenizer)
         weight_sync = self.get_weight_sync(engine, policy, refresh)

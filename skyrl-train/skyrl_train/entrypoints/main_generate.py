@@ -52,7 +52,8 @@ class EvalOnlyEntrypoint(BasePPOExp):
         if self.cfg.generator.run_engines_locally and self.cfg.generator.backend == "vllm":
             engine = self.make_vllm_engines(None, tokenizer)  # they load the model path themselves
         elif self.cfg.generator.run_engines_locally:
-            model = load_causal_lm(t.policy.model.path, "bfloat16" if t.bf16 else "float32")
+            self.log_device()
+            model = load_causal_lm(t.policy.model.path, self.dtype, self.device)
             engine = self.make_inference_engine(model, tokenizer)
         else:  # the servers' model, as they serve it
             engine = self.make_remote_engines(tokenizer)

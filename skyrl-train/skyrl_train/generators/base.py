@@ -11,33 +11,9 @@ import dataclasses
 from abc import ABC, abstractmethod
 from typing import Any, Literal, TypedDict
 
+from skyrl_gym import InfraFailure
 from skyrl_gym.envs.base_text_env import ConversationType
-from skyrl_train.inference_engines.base import SamplingParams, StopReason
-
-
-class TrajectoryStopReason(StopReason):
-    """Trajectory-level stop reasons. Besides the engine's, infrastructure failures get their own, so they
-    are counted per env and kept out of the advantage baseline instead of being scored as task failures."""
-
-    ENV_INIT_FAILED = "env_init_failed"
-    ENV_STEP_FAILED = "env_step_failed"
-    TIMEOUT = "timeout"
-    TOOL_SERVER_FAILED = "tool_server_failed"
-    """The env recovered from a tool-server failure (it set `metadata["infra_failure"]` on a step) and went on."""
-    USER_SIMULATOR_FAILED = "user_simulator_failed"
-    """The env's simulated user (e.g. an LLM endpoint) failed: a step set `metadata["infra_failure"]` to this value."""
-    ENGINE_FAILED = "engine_failed"
-    """The inference engine serving the episode became unreachable (a remote server died; `EngineUnavailableError`)."""
-
-    INFRA_FAILURES = frozenset(
-        {ENV_INIT_FAILED, ENV_STEP_FAILED, TIMEOUT, TOOL_SERVER_FAILED, USER_SIMULATOR_FAILED, ENGINE_FAILED}
-    )
-
-    @classmethod
-    def of_reported_failure(cls, reported: str) -> str:
-        """The stop reason of an episode whose env reported `metadata["infra_failure"] = reported`: the user
-        simulator's own reason when it names it, else a tool-server failure."""
-        return cls.USER_SIMULATOR_FAILED if reported == cls.USER_SIMULATOR_FAILED else cls.TOOL_SERVER_FAILED
+from skyrl_train.inference_engines.base import SamplingParams
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +73,9 @@ class GeneratorOutput(TypedDict, total=False):
     weight_versions: list[int | None] | None
     """Per row: the weight version that generated its tokens (the oldest, if its turns were generated with several),
     as the engine reported it; None where no token was generated or the engine could not tell."""
+    infra_failures: list[InfraFailure | None] | None
+    """Per row: the infrastructure failure its trajectory ended in (on the trajectory's last row; None on the others
+    and for trajectories without one). Its reason is also the row's stop reason."""
 
 
 class GeneratorInterface(ABC):

@@ -5,22 +5,22 @@ as returned (never decoded and re-encoded) and observations are tokenised on the
 trick (`ObservationEncoder`). Loss mask 1 only on sampled tokens; each turn's reward sits on that turn's last
 sampled token; the last turn's observation is dropped from the response.
 
-Infrastructure failures never crash a batch. Each becomes a stop reason (`TrajectoryStopReason.INFRA_FAILURES`)
+Infrastructure failures never crash a batch. Each becomes a stop reason (its `skyrl_gym.InfraFailureReason`)
 with zero loss mask, counted in the rollout metrics, so the trainer can keep it out of the advantage baseline:
 - env make/init raises -> placeholder row (`env_init_failed`): response [eos], mask [0], reward 0;
 - env step raises -> `env_step_failed`: the turns so far (including the failed one) are kept for inspection,
   with the rewards earned so far, but the whole loss mask is zeroed, since the episode's outcome is unknown;
-- an env step reports a failure it recovered from (`metadata["infra_failure"]`, e.g. a tool server crashed and
-  was restarted) -> the episode goes on to its normal end, then gets `tool_server_failed` (`user_simulator_failed`
-  when that is the reported value), masked like `env_step_failed`;
+- an env step reports a failure it recovered from (its output's `infra_failure`, e.g. a tool server crashed and
+  was restarted) -> the episode goes on to its normal end, then gets the reported reason (`tool_server_failed`,
+  `user_simulator_failed`), masked like `env_step_failed`;
 - the inference engine serving the episode becomes unreachable (`EngineUnavailableError`: a remote server died)
   -> `engine_failed`, the turns so far kept and masked like `env_step_failed` (no turn yet: a placeholder row);
 - `generator.trajectory_timeout_seconds` runs out -> placeholder row (`timeout`). Every engine and env call
   runs under the remaining budget; a sync env call stuck in a pool thread is abandoned (threads cannot be
   killed), which is one more reason to implement the async env hooks.
-Each infrastructure failure also records what went wrong, as text, under `env_metrics["infra_error"]`
-(`INFRA_ERROR_KEY`), so a run that stops on too many failures (`trainer.max_infra_failure_ratio`) and an eval
-dump can show it.
+Each infrastructure failure is also recorded as a typed `skyrl_gym.InfraFailure` (reason and error text) on the
+trajectory's last row (`GeneratorOutput.infra_failures`), so a run that stops on too many failures
+(`trainer.max_infra_failure_ratio`) and an eval dump can show what went wrong.
 
 Every row carries the weight version that generated it (`weight_versions`, the oldest of its turns'), as the engine
 reported it. Turns whose token ids a text-only remote server made us re-encode from text are counted
@@ -31,22 +31,21 @@ stepped as usual, trained on like any other turn (its sampled tokens are in the 
 counted (`empty_responses`). Only an engine that returned no token at all gets a placeholder EOS, out of the
 loss, since nothing was sampled.
 
-Env calls: an env's own async hooks are awaited on the event loop; sync methods run in a pool of
-`environment.skyrl_gym.max_env_workers` threads, or inline when that is 0 (then a slow sync env blocks every
-trajectory and cannot be timed out). `env.close()` is called exactly once on every path.
+Envs are made and driven by `EnvRunner` (`skyrl_train.generators.env_runner`): the sync/async bridge, the env thread
+pool, `env.close()` exactly once on every path, and the turn count: after `generator.max_turns` turns the episode
+ends even if the env has not said done, and the trajectory keeps its last turn's stop reason, as when an env ends it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import skyrl_gym
+from skyrl_gym import InfraFailure, InfraFailureReason
+from skyrl_gym.common.stop_reasons import TrajectoryStopReason
 from skyrl_gym.envs.base_text_env import ConversationType
 from skyrl_train.generators.base import (
     BatchMetadata,
@@ -55,10 +54,9 @@ from skyrl_train.generators.base import (
     GeneratorOutput,
     TrajectoryConversation,
     TrajectoryID,
-    TrajectoryStopReason,
 )
+from skyrl_train.generators.env_runner import EnvRunner, EnvSession, InfraFailed
 from skyrl_train.generators.utils import (
-    INFRA_ERROR_KEY,
     GenerationProgress,
     ObservationEncoder,
     apply_overlong_filtering,
@@ -76,18 +74,6 @@ if TYPE_CHECKING:
     from skyrl_train.config.schema import GeneratorConfig, SkyRLGymConfig
 
 logger = logging.getLogger(__name__)
-
-ENV_CLOSE_WAIT_SECONDS = 30.0
-"""How long a trajectory waits for `env.close()`; a slower close keeps running in the background."""
-
-
-class _InfraFailure(Exception):
-    """An env make/init/step raised or the engine became unreachable; `stop_reason` says which kind of
-    infrastructure failure it is."""
-
-    def __init__(self, stop_reason: str):
-        super().__init__(stop_reason)
-        self.stop_reason = stop_reason
 
 
 @dataclass
@@ -112,6 +98,8 @@ class Trajectory:
     rows: list[TrajectoryRow]
     env_metrics: dict[str, Any]
     conversation: TrajectoryConversation
+    infra_failure: InfraFailure | None = None
+    """The infrastructure failure the trajectory ended in, if any."""
 
 
 @dataclass
@@ -152,8 +140,8 @@ class _Rollout:
     steps: list[TrajectoryRow] | None = None
     """Step-wise mode only: one row per turn."""
     conversation: TrajectoryConversation | None = None
-    infra_failure: str | None = None
-    """The first `metadata["infra_failure"]` an env step reported."""
+    reported_failure: InfraFailure | None = None
+    """The first infrastructure failure an env step reported (`infra_failure` in its output)."""
     weight_versions: list[int | None] = field(default_factory=list)
     """Each turn's weight version."""
     retokenized_turns: int = 0
@@ -211,7 +199,6 @@ class SkyRLGymGenerator(GeneratorInterface):
     ):
         _validate_generator_cfg(generator_cfg)
         self.cfg = generator_cfg
-        self.skyrl_gym_cfg = skyrl_gym_cfg
         self.inference_engine_client = inference_engine_client
         self.tokenizer = tokenizer
         self.eos_token_id: int = tokenizer.eos_token_id
@@ -227,8 +214,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         self._template_kwargs: dict[str, Any] = dict(generator_cfg.chat_template_kwargs)
         self._obs_encoder = ObservationEncoder(tokenizer, **self._template_kwargs)
         self.generation_prompt_ids = get_generation_prompt_ids(tokenizer, **self._template_kwargs)
-        workers = skyrl_gym_cfg.max_env_workers
-        self._env_pool = ThreadPoolExecutor(workers, thread_name_prefix="skyrl-env") if workers > 0 else None
+        self.env_runner = EnvRunner(skyrl_gym_cfg, generator_cfg.max_turns)
         self._warned_postprocessed_action = False
 
     # ------------------------------------------------------------------------------------------ batch
@@ -269,6 +255,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         keep_logprobs: bool,
     ) -> GeneratorOutput:
         rows, is_last_step, env_metrics, row_env_classes, row_trajectory_ids, conversations = [], [], [], [], [], []
+        infra_failures = []
         for trajectory, env_class, trajectory_id in zip(trajectories, env_classes, trajectory_ids, strict=True):
             for i, row in enumerate(trajectory.rows):
                 last = i == len(trajectory.rows) - 1
@@ -276,6 +263,7 @@ class SkyRLGymGenerator(GeneratorInterface):
                 is_last_step.append(last)
                 env_metrics.append(trajectory.env_metrics if last else {})
                 conversations.append(trajectory.conversation if last else None)
+                infra_failures.append(trajectory.infra_failure if last else None)
                 row_env_classes.append(env_class)
                 row_trajectory_ids.append(trajectory_id)
         stop_reasons = [row.stop_reason for row in rows]
@@ -303,6 +291,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             env_metrics=env_metrics,
             conversations=conversations,
             weight_versions=weight_versions,
+            infra_failures=infra_failures,
         )
 
     # ------------------------------------------------------------------------------------- agent loop
@@ -321,11 +310,11 @@ class SkyRLGymGenerator(GeneratorInterface):
             None if self.trajectory_timeout is None else asyncio.get_running_loop().time() + self.trajectory_timeout
         )
         budget = asyncio.timeout_at(deadline)
-        env = rollout = None
+        session = rollout = None
         try:
             async with budget:
-                env = self._make_env(env_class, env_extras)
-                init_prompt, _ = await self._env_call(env, "init", copy.deepcopy(prompt))
+                session = self.env_runner.open(env_class, env_extras)
+                init_prompt, _ = await session.init(copy.deepcopy(prompt))
                 prompt_ids = encode_chat(self.tokenizer, init_prompt, True, **self._template_kwargs)
                 rollout = _Rollout(
                     prompt_ids,
@@ -333,31 +322,30 @@ class SkyRLGymGenerator(GeneratorInterface):
                     steps=[] if self.step_wise else None,
                     conversation=TrajectoryConversation(list(init_prompt)),
                 )
-                await self._run_turns(env, rollout, sampling_params, session_id)
-            if rollout.infra_failure is not None:
-                rollout.stop_reason = TrajectoryStopReason.of_reported_failure(rollout.infra_failure)
-                return self._finish(rollout, {**env.get_metrics(), INFRA_ERROR_KEY: rollout.infra_failure}, masked=True)
-            return self._finish(rollout, env.get_metrics())
-        except _InfraFailure as failure:
-            logger.warning("trajectory %s (%s): %s", session_id, env_class, failure.stop_reason, exc_info=True)
-            error = {INFRA_ERROR_KEY: _describe(failure.__cause__)}
-            if rollout is not None and failure.stop_reason in _MID_EPISODE_FAILURES:
-                rollout.stop_reason = failure.stop_reason
-                return self._finish(rollout, error, masked=True)
-            return self._placeholder(prompt, None, failure.stop_reason, error)
+                await self._run_turns(session, rollout, sampling_params, session_id)
+            return self._finish(rollout, session.env.get_metrics(), rollout.reported_failure)
+        except InfraFailed as failed:
+            failure = failed.failure
+            logger.warning("trajectory %s (%s): %s", session_id, env_class, failure.reason.value, exc_info=True)
+            if rollout is not None and failure.reason in _MID_EPISODE_FAILURES:
+                return self._finish(rollout, {}, failure)
+            return self._placeholder(prompt, None, failure)
         except TimeoutError:
             if not budget.expired():
                 raise
             logger.warning("trajectory %s (%s) timed out after %ss", session_id, env_class, self.trajectory_timeout)
-            error = {INFRA_ERROR_KEY: f"timed out after generator.trajectory_timeout_seconds={self.trajectory_timeout}"}
-            return self._placeholder(prompt, rollout, TrajectoryStopReason.TIMEOUT, error)
+            error = f"timed out after generator.trajectory_timeout_seconds={self.trajectory_timeout}"
+            return self._placeholder(prompt, rollout, InfraFailure(InfraFailureReason.TIMEOUT, error))
         finally:
-            if env is not None:
-                await self._close_env(env)
+            if session is not None:
+                await session.close()
 
-    async def _run_turns(self, env, rollout: _Rollout, sampling_params: SamplingParams, session_id: str | None) -> None:
-        """Generate / step until the env is done, the running context exceeds `max_input_length`, or (with
-        `truncated_turn_ends_trajectory`) a turn is cut by the per-turn token limit."""
+    async def _run_turns(
+        self, session: EnvSession, rollout: _Rollout, sampling_params: SamplingParams, session_id: str | None
+    ) -> None:
+        """Generate / step until the env is done (or the runner ends the episode at `generator.max_turns`), the
+        running context exceeds `max_input_length`, or (with `truncated_turn_ends_trajectory`) a turn is cut by the
+        per-turn token limit."""
         while True:
             if len(rollout.input_ids) > self.max_input_length:
                 rollout.stop_reason = TrajectoryStopReason.LENGTH
@@ -367,20 +355,20 @@ class SkyRLGymGenerator(GeneratorInterface):
                 rollout.add_turn(turn, 0.0)  # the env never sees the cut text; the trajectory's stop reason is length
                 return
             try:
-                step = await self._env_call(env, "step", turn.text)
-            except _InfraFailure:
+                step = await session.step(turn.text)
+            except InfraFailed:
                 rollout.add_turn(turn, 0.0)
                 raise
             if step.get("postprocessed_action") is not None:
                 turn = self._replace_action(turn, step["postprocessed_action"])
             done = bool(step["done"])
-            reported = (step.get("metadata") or {}).get("infra_failure")
-            if reported and rollout.infra_failure is None:
+            reported = step.get("infra_failure")
+            if reported is not None and rollout.reported_failure is None:
                 logger.warning("trajectory %s: env reported an infrastructure failure: %s", session_id, reported)
-                rollout.infra_failure = str(reported)
+                rollout.reported_failure = reported
             observations = step.get("observations") or []
             if observations and self.inject_context_status:
-                observations = self._with_context_status(observations, rollout, turn, step)
+                observations = self._with_context_status(observations, rollout, turn, session.turns)
             rollout.add_turn(turn, float(step.get("reward") or 0.0))
             rollout.conversation.response += observations
             if done:
@@ -397,7 +385,7 @@ class SkyRLGymGenerator(GeneratorInterface):
                 )
             )
         except EngineUnavailableError as error:
-            raise _InfraFailure(TrajectoryStopReason.ENGINE_FAILED) from error
+            raise InfraFailed(InfraFailure.from_exception(InfraFailureReason.ENGINE_FAILED, error)) from error
         text = output["responses"][0]
         ids = list(output["response_ids"][0])
         logprobs = output.get("response_logprobs")
@@ -440,10 +428,11 @@ class SkyRLGymGenerator(GeneratorInterface):
             ids.append(self.eos_token_id)
         return _Turn(ids, [0] * len(ids), [0.0] * len(ids), len(ids) - 1, turn.stop_reason, action, turn.empty)
 
-    def _with_context_status(self, observations: ConversationType, rollout: _Rollout, turn: _Turn, step) -> list:
+    def _with_context_status(
+        self, observations: ConversationType, rollout: _Rollout, turn: _Turn, turn_number: int
+    ) -> list:
         """`generator.inject_context_status`: tell the model how full its context is, on the last observation."""
         used = len(rollout.input_ids) + len(turn.ids)
-        turn_number = (step.get("metadata") or {}).get("turn", len(rollout.reward_positions) + 1)
         status = (
             f"\n[Context: {used}/{self.max_input_length} tokens ({100 * used // self.max_input_length}%), "
             f"Turn {turn_number}/{self.max_turns}]"
@@ -461,11 +450,17 @@ class SkyRLGymGenerator(GeneratorInterface):
 
     # -------------------------------------------------------------------------------------- results
 
-    def _finish(self, rollout: _Rollout, env_metrics: dict[str, Any], masked: bool = False) -> Trajectory:
-        """Cut the response after the last turn's output, place rewards, and package the row(s)."""
+    def _finish(
+        self, rollout: _Rollout, env_metrics: dict[str, Any], failure: InfraFailure | None = None
+    ) -> Trajectory:
+        """Cut the response after the last turn's output, place rewards, and package the row(s). With an
+        infrastructure `failure`, the trajectory's stop reason is its reason and the whole loss mask is zeroed."""
+        masked = failure is not None
+        if masked:
+            rollout.stop_reason = failure.reason.value
         if not rollout.reward_positions:  # no turn ran (context already too long)
             return self._placeholder_from_ids(
-                rollout.prompt_ids, rollout.stop_reason, env_metrics, rollout.conversation
+                rollout.prompt_ids, rollout.stop_reason, env_metrics, rollout.conversation, failure
             )
         metrics = {
             **env_metrics,
@@ -476,7 +471,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             if masked:
                 for step in rollout.steps:
                     step.loss_mask = [0] * len(step.loss_mask)
-            return Trajectory(rollout.steps, metrics, rollout.conversation)
+            return Trajectory(rollout.steps, metrics, rollout.conversation, failure)
         end = rollout.response_end
         start = len(rollout.prompt_ids)
         response = rollout.input_ids[start : start + end]
@@ -499,7 +494,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             rollout.stop_reason,
             _oldest(rollout.weight_versions),
         )
-        return Trajectory([row], metrics, rollout.conversation)
+        return Trajectory([row], metrics, rollout.conversation, failure)
 
     def _close_single_message(self, rollout, response, loss_mask, logprobs, rewards):
         """Single-message mode: end the one assistant message with EOS and move the final reward onto it.
@@ -511,16 +506,14 @@ class SkyRLGymGenerator(GeneratorInterface):
         rewards[last_position] = 0.0
         return response + [self.eos_token_id], loss_mask + [mask], logprobs + [logprob], rewards + [last_reward]
 
-    def _placeholder(
-        self, prompt: ConversationType, rollout: _Rollout | None, stop_reason: str, env_metrics: dict[str, Any]
-    ) -> Trajectory:
+    def _placeholder(self, prompt: ConversationType, rollout: _Rollout | None, failure: InfraFailure) -> Trajectory:
         prompt_ids = (
             rollout.prompt_ids
             if rollout is not None
             else encode_chat(self.tokenizer, prompt, True, **self._template_kwargs)
         )
         conversation = rollout.conversation if rollout is not None else TrajectoryConversation(list(prompt))
-        return self._placeholder_from_ids(prompt_ids, stop_reason, env_metrics, conversation)
+        return self._placeholder_from_ids(prompt_ids, failure.reason.value, {}, conversation, failure)
 
     def _placeholder_from_ids(
         self,
@@ -528,50 +521,15 @@ class SkyRLGymGenerator(GeneratorInterface):
         stop_reason: str,
         env_metrics: dict[str, Any],
         conversation: TrajectoryConversation,
+        failure: InfraFailure | None = None,
     ) -> Trajectory:
         """A one-token row ([eos], mask 0, reward 0) that keeps the batch's shapes valid and its reward format.
         `conversation` keeps what happened before the failure, for inspection."""
         row = TrajectoryRow(prompt_ids, [self.eos_token_id], [0], [0.0], [0.0], stop_reason)
-        return Trajectory([row], {**env_metrics, **trajectory_counters(stop_reason, 0)}, conversation)
-
-    # ------------------------------------------------------------------------------------------- envs
-
-    def _make_env(self, env_class: str, env_extras: dict[str, Any] | None):
-        extras = {**(env_extras or {}), "max_turns": self.max_turns}
-        env_config = self.skyrl_gym_cfg.get_env_config(env_class)
-        try:
-            return skyrl_gym.make(env_class, env_config=env_config, extras=extras)
-        except Exception as exc:
-            raise _InfraFailure(TrajectoryStopReason.ENV_INIT_FAILED) from exc
-
-    async def _env_call(self, env, hook: str, *args):
-        """`init` or `step`, with any exception turned into the matching infrastructure failure."""
-        try:
-            return await self._call_env_hook(env, hook, *args)
-        except Exception as exc:
-            reason = TrajectoryStopReason.ENV_INIT_FAILED if hook == "init" else TrajectoryStopReason.ENV_STEP_FAILED
-            raise _InfraFailure(reason) from exc
-
-    async def _call_env_hook(self, env, hook: str, *args):
-        """Await the env's own async hook; otherwise run the sync method in the env pool (or inline if 0 workers)."""
-        if skyrl_gym.implements_async(env, hook):
-            return await getattr(env, f"{hook}_async")(*args)
-        call = functools.partial(getattr(env, hook), *args)
-        if self._env_pool is None:
-            return call()
-        return await asyncio.get_running_loop().run_in_executor(self._env_pool, call)
-
-    async def _close_env(self, env) -> None:
-        """Close exactly once on every path; shielded so a timed-out wait still lets the close run."""
-        try:
-            await asyncio.wait_for(asyncio.shield(self._call_env_hook(env, "close")), ENV_CLOSE_WAIT_SECONDS)
-        except TimeoutError:
-            logger.warning("%s: close() still running after %ss; not waiting for it", env, ENV_CLOSE_WAIT_SECONDS)
-        except Exception:
-            logger.warning("%s: close() raised", env, exc_info=True)
+        return Trajectory([row], {**env_metrics, **trajectory_counters(stop_reason, 0)}, conversation, failure)
 
 
-_MID_EPISODE_FAILURES = frozenset({TrajectoryStopReason.ENV_STEP_FAILED, TrajectoryStopReason.ENGINE_FAILED})
+_MID_EPISODE_FAILURES = frozenset({InfraFailureReason.ENV_STEP_FAILED, InfraFailureReason.ENGINE_FAILED})
 """Failures after which the turns so far are kept (masked) for inspection."""
 
 
@@ -584,10 +542,6 @@ def _progress_label(metadata: BatchMetadata | None) -> str:
     if metadata is None:
         return "generate"
     return f"generate ({metadata.training_phase}, step {metadata.global_step})"
-
-
-def _describe(error: BaseException | None) -> str:
-    return "unknown error" if error is None else f"{type(error).__name__}: {error}"
 
 
 def _validate_generator_cfg(cfg: GeneratorConfig) -> None:

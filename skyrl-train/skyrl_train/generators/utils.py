@@ -6,7 +6,6 @@ get it through `SkyRLGymGenerator.generate`, and custom generators should call i
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import statistics
 import time
@@ -14,12 +13,11 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
-
+from skyrl_gym.common.config import to_plain
+from skyrl_gym.common.stop_reasons import StopReason, TrajectoryStopReason
 from skyrl_gym.envs.base_text_env import ConversationType
 from skyrl_gym.metrics import aggregate_for_environment
-from skyrl_train.generators.base import TrajectoryStopReason
-from skyrl_train.inference_engines.base import SamplingParams, StopReason
+from skyrl_train.inference_engines.base import SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +33,6 @@ GENERATOR_COUNTERS: dict[str, str] = {
 }
 """Counters the generator adds to each trajectory's `env_metrics` -> the batch metric that sums them.
 They are kept apart from the env's own `get_metrics()` keys, which go through the env's aggregator."""
-
-INFRA_ERROR_KEY = "infra_error"
-"""`env_metrics` key of an infrastructure failure's error text ("ExceptionType: message")."""
 
 FAILURE_COUNTERS: dict[str, str] = {
     TrajectoryStopReason.ENV_INIT_FAILED: "env_init_failed",
@@ -55,17 +50,6 @@ FIXED_BASE_CONVERSATION: ConversationType = [
 ]
 """The conversation that observation messages are appended to for tokenisation. It has no assistant turn on
 purpose: some templates (Qwen3) rewrite earlier assistant turns, which would make the diff unstable."""
-
-
-def to_plain(block: Any) -> Any:
-    """A config block (DictConfig, typed dataclass, mapping or None) as plain Python containers."""
-    if isinstance(block, DictConfig | ListConfig):
-        return OmegaConf.to_container(block, resolve=True)
-    if dataclasses.is_dataclass(block) and not isinstance(block, type):
-        return dataclasses.asdict(block)
-    if isinstance(block, Mapping):
-        return dict(block)
-    return block
 
 
 def resolve_sampling_params(value: SamplingParams | Mapping[str, Any] | Any) -> SamplingParams:

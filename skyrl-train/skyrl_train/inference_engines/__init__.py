@@ -5,7 +5,6 @@ from skyrl_train.inference_engines.base import (
     InferenceEngineInterface,
     InferenceEngineOutput,
     SamplingParams,
-    StopReason,
 )
 
 # The transformers backend is imported on first use, so that importing the contract stays light.
@@ -31,6 +30,5 @@ __all__ = [
     "InferenceEngineInterface",
     "InferenceEngineOutput",
     "SamplingParams",
-    "StopReason",
     "WeightVersion",
 ]

@@ -14,17 +14,6 @@ if TYPE_CHECKING:
     from skyrl_train.weight_sync import WeightSyncInitInfo, WeightUpdateRequest
 
 
-class StopReason:
-    """Why a generation (or a whole trajectory) ended. Engines produce the first three."""
-
-    STOP = "stop"
-    """EOS or a stop string was produced."""
-    LENGTH = "length"
-    """`max_tokens` was reached, or (generator) the running context exceeded `max_input_length`."""
-    ABORT = "abort"
-    """The request was aborted (e.g. paused for a weight update); the tokens so far are returned."""
-
-
 def _knob(default: Any, help: str) -> Any:
     if isinstance(default, dict):
         return dataclasses.field(default_factory=dict, metadata={"help": help})
@@ -150,7 +139,9 @@ class InferenceEngineInterface(ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot abort generation")
 
     async def wake_up(self, tags: list[str] | None = None) -> None:
-        """Re-acquire memory released by `sleep` (weights and/or KV cache)."""
+        """Re-acquire memory released by `sleep`: `tags` names which, ``["weights"]`` or ``["kv_cache"]`` (None:
+        both). The trainer wakes the weights alone before a weight sync and the KV cache before generating
+        (`skyrl_train.trainer.EngineTurns`, upstream's order); an engine that cannot wake them apart wakes both."""
         return None
 
     async def sleep(self) -> None:

@@ -8,6 +8,13 @@ of finished sequences and of prefixes shared by a group, computed by the current
 model's `WeightVersion` and uses the cache at that version) and feeds only the rest of each prompt; identical prompts
 of one group (the n samples of a GRPO prompt) are fed once and share the resulting KV. All torch work
 happens on the caller's thread (the engine's scheduler thread); the only hand-off is `Request.on_finish`.
+
+Device: the batcher works on the device of the model's parameters (`model_device`). Every tensor it builds (inputs,
+masks, KV, the `seen` mask, sampling parameters) lives there; host-side lists are turned into one tensor each and
+moved there before the forward pass that needs them. A decode step reads back from the device once, the sampled
+tokens with their logprobs (for the stop checks); a step where sequences finish also reads their KV offsets.
+Random numbers come from CPU generators (`Request.generator`, or the engine's), one uniform per sampled row per
+step, moved to the device: a seeded request samples the same tokens whatever the device, as far as the logits agree.
 """
 
 from __future__ import annotations
@@ -20,13 +27,19 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from skyrl_train.inference_engines.base import SamplingParams, StopReason
+from skyrl_gym.common.stop_reasons import StopReason
+from skyrl_train.inference_engines.base import SamplingParams
 from skyrl_train.inference_engines.kv_buffer import KVBuffer, compaction_plan
 from skyrl_train.inference_engines.prefix_attention import SHARED_PREFIX_ATTENTION
 from skyrl_train.inference_engines.prefix_cache import PrefixCache, PrefixEntry, common_prefix_length
 from skyrl_train.inference_engines.sampling import SamplingBatch, choose_tokens, sampled_logprobs
 from skyrl_train.inference_engines.weight_version import WeightVersion
 from skyrl_train.models.attention import attention_implementation
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of `model`'s (first) parameter: where the batcher builds its tensors."""
+    return next(model.parameters()).device
 
 
 @dataclasses.dataclass(eq=False)
@@ -39,7 +52,7 @@ class Request:
     on_finish: Callable[[Request, BaseException | None], None]
     """Called exactly once, on the scheduler thread, with the error if the request failed."""
     generator: torch.Generator | None = None
-    """Set for seeded requests: every random number this request uses comes from it."""
+    """Set for seeded requests (a CPU generator): every random number this request uses comes from it."""
     ignore_eos: bool = False
     weight_version: int | None = None
     """The model's weight version when the request was prefilled (its KV is cached under that version)."""
@@ -102,18 +115,19 @@ class ContinuousBatcher:
         self.max_num_seqs = max_num_seqs
         self.max_prefill_tokens = max_prefill_tokens
         self.generator = generator
+        self.device = model_device(model)
         self.stats = EngineStats()
         self.waiting: collections.deque[Request] = collections.deque()
         self.running: list[Request] = []
         """Row i of every per-row tensor below (and of the KV buffer) belongs to running[i]."""
         self.admitting: list[Request] = []
         """The group being prefilled: out of `waiting`, not yet in `running` (so a failure still reaches it)."""
-        self.buffer = KVBuffer(max_num_seqs, share_prefix=shared_prefix_decode)
+        self.buffer = KVBuffer(max_num_seqs, share_prefix=shared_prefix_decode, device=self.device)
         self.prefix_cache = PrefixCache(prefix_cache_bytes)
         self.weight_version = WeightVersion.of(model)
         self._version = self.weight_version.value
         """The weight version of the current step."""
-        self.last_tokens = torch.zeros(max_num_seqs, dtype=torch.long)
+        self.last_tokens = torch.zeros(max_num_seqs, dtype=torch.long, device=self.device)
         """The token each running row feeds to the next decode step."""
         self.seen: torch.Tensor | None = None
         """[max_num_seqs, vocab] bool: tokens in each row's prompt or response (for the repetition penalty)."""
@@ -177,21 +191,25 @@ class ContinuousBatcher:
         source = [distinct.setdefault(tuple(r.prompt_ids), len(distinct)) for r in group]
         prompts = [list(p) for p in distinct]
         prefixes = [self.prefix_cache.match(p, self._version) for p in prompts]
+        # Everything built from host lists goes to the device before the forward pass (see `_uniforms`).
+        source_rows = torch.tensor(source, dtype=torch.long, device=self.device)
+        prompt_tokens = _prompt_token_index(group, self.device)
+        sampling = SamplingBatch.from_params([r.params for r in group], self.device)
+        seeded = [(i, r.generator) for i, r in enumerate(group) if r.generator is not None and r.params.temperature]
+        uniforms = self._uniforms(sampling, seeded, n)
         logits, cache, reused = self._prefill_forward(prompts, prefixes)
-        logits = logits[torch.tensor(source)]
+        logits = logits[source_rows]
         total = sum(len(r.prompt_ids) for r in group)
         self.stats.prompt_tokens += total
         self.stats.cached_prompt_tokens += reused + total - sum(len(p) for p in prompts)
 
         self._ensure_seen(logits.shape[-1])
-        seen = torch.zeros(n, logits.shape[-1], dtype=torch.bool)
-        for i, request in enumerate(group):
-            seen[i, request.prompt_ids] = True
+        seen = torch.zeros(n, logits.shape[-1], dtype=torch.bool, device=self.device)
+        seen[prompt_tokens] = True
+        for request in group:
             request.weight_version = self._version
-        sampling = SamplingBatch.from_params([r.params for r in group])
-        seeded = [(i, r.generator) for i, r in enumerate(group) if r.generator is not None and r.params.temperature]
-        tokens, logprobs = self._sample(logits, sampling, seen, seeded)
-        seen[torch.arange(n), tokens] = True
+        tokens, logprobs = self._sample(logits, sampling, seen, uniforms)
+        seen[torch.arange(n, device=self.device), tokens] = True
         finished = set(self._record(group, tokens, logprobs))
         for i in finished:
             length = len(group[i].prompt_ids)
@@ -205,13 +223,13 @@ class ContinuousBatcher:
         keep = [i for i in range(n) if i not in finished]
         if not keep:
             return
-        index = torch.tensor(keep, dtype=torch.long)
+        index = torch.tensor(keep, dtype=torch.long, device=self.device)
         cache_rows = [source[i] for i in keep]
         self.buffer.add_rows(
             [(layer.keys, layer.values) for layer in cache.layers],
             [group[i].prompt_ids for i in keep],
             self._version,
-            None if cache_rows == list(range(len(prompts))) else torch.tensor(cache_rows, dtype=torch.long),
+            None if cache_rows == list(range(len(prompts))) else cache_rows,
             _columns_to_come([*self.running, *(group[i] for i in keep)]),
         )
         first = len(self.running)
@@ -229,7 +247,8 @@ class ContinuousBatcher:
         the end (the layout `KVBuffer.add_rows` takes), and how many prompt tokens' KV was reused.
 
         Every row feeds the same number of tokens (the longest uncached suffix) and no row has padding in the
-        middle: a row with a shorter uncached suffix feeds some of its cached tokens again instead of padding."""
+        middle: a row with a shorter uncached suffix feeds some of its cached tokens again instead of padding. The
+        inputs are assembled on the host and moved to the model's device once each."""
         n, lengths = len(prompts), [len(p) for p in prompts]
         fed = max(length - hit for length, (_, hit) in zip(lengths, prefixes, strict=True))
         reused = [max(length - fed, 0) for length in lengths]  # <= hit, since fed >= length - hit
@@ -244,9 +263,9 @@ class ContinuousBatcher:
         if past:
             self._load_prefixes(cache, [entry for entry, _ in prefixes], reused, past)
         logits = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention_mask.to(self.device),
+            position_ids=position_ids.to(self.device),
             past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
@@ -291,24 +310,24 @@ class ContinuousBatcher:
     def _decode(self) -> None:
         rows = len(self.running)
         if self._sampling is None:
-            self._sampling = SamplingBatch.from_params([r.params for r in self.running])
+            self._sampling = SamplingBatch.from_params([r.params for r in self.running], self.device)
             self._seeded_rows = [
                 (i, r.generator) for i, r in enumerate(self.running) if r.generator is not None and r.params.temperature
             ]
+        uniforms = self._uniforms(self._sampling, self._seeded_rows, rows)
         self.buffer.reserve_step(_columns_to_come(self.running))
         logits = self._decode_forward(rows)
         self.buffer.advance()
         self.stats.decode_forward_passes += 1
         self.stats.max_batch_size = max(self.stats.max_batch_size, rows)
 
-        tokens, logprobs = self._sample(logits, self._sampling, self.seen[:rows], self._seeded_rows)
+        tokens, logprobs = self._sample(logits, self._sampling, self.seen[:rows], uniforms)
         self.last_tokens[:rows] = tokens
-        self.seen[torch.arange(rows), tokens] = True
+        self.seen[torch.arange(rows, device=self.device), tokens] = True
         finished = self._record(self.running, tokens, logprobs)
         if finished:
-            for row in finished:
+            for row, (keys, values) in zip(finished, self.buffer.rows_kv(finished), strict=True):
                 request = self.running[row]
-                keys, values = self.buffer.row_kv(row)
                 tokens = request.prompt_ids + request.response_ids[:-1]
                 self.prefix_cache.insert(tokens, keys, values, request.weight_version)
             self._remove_rows(finished)
@@ -332,20 +351,26 @@ class ContinuousBatcher:
         with attention_implementation(self.model, SHARED_PREFIX_ATTENTION):
             return self.model(**inputs, shared_prefix=shared_prefix).logits[:, -1]
 
+    def _uniforms(
+        self, sampling: SamplingBatch, seeded: list[tuple[int, torch.Generator]], rows: int
+    ) -> torch.Tensor | None:
+        """The uniforms [rows] a sampling step draws from, on the device (None when every row is greedy: greedy
+        batches draw no random numbers). They come from the CPU generators, the engine's and a seeded row's own, so
+        that they do not depend on the device. Drawn before the step's forward pass, so that their copy to the
+        device (which waits for the work queued before it) does not wait for the forward pass."""
+        if not sampling.any_sampled:
+            return None
+        uniforms = torch.rand(rows, generator=self.generator)
+        for row, generator in seeded:
+            uniforms[row] = torch.rand((), generator=generator)
+        return uniforms.to(self.device)
+
+    @staticmethod
     def _sample(
-        self,
-        logits: torch.Tensor,
-        sampling: SamplingBatch,
-        seen: torch.Tensor,
-        seeded: list[tuple[int, torch.Generator]],
+        logits: torch.Tensor, sampling: SamplingBatch, seen: torch.Tensor, uniforms: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(tokens, logprobs) [B] for raw `logits` [B, V]; greedy rows draw no random numbers."""
+        """(tokens, logprobs) [B] for raw `logits` [B, V], with `_uniforms`' numbers."""
         logits = logits.float()
-        uniforms = None
-        if sampling.any_sampled:
-            uniforms = torch.rand(logits.shape[0], generator=self.generator)
-            for row, generator in seeded:
-                uniforms[row] = torch.rand((), generator=generator)
         tokens = choose_tokens(logits, sampling, seen, uniforms)
         return tokens, sampled_logprobs(logits, tokens, sampling.temperature)
 
@@ -353,7 +378,8 @@ class ContinuousBatcher:
         """Append each row's new token and logprob; finish and notify the rows that are done; return their rows."""
         finished = []
         self.stats.generated_tokens += len(requests)
-        for row, (request, token, logprob) in enumerate(zip(requests, tokens.tolist(), logprobs.tolist(), strict=True)):
+        token_list, logprob_list = read_back(tokens, logprobs)
+        for row, (request, token, logprob) in enumerate(zip(requests, token_list, logprob_list, strict=True)):
             request.response_ids.append(token)
             request.logprobs.append(logprob)
             eos = token in self.eos_token_ids and not request.ignore_eos
@@ -380,10 +406,11 @@ class ContinuousBatcher:
 
     def _remove_rows(self, rows: list[int]) -> None:
         holes, sources, count = compaction_plan(len(self.running), rows)
-        self.buffer.move_rows(holes, sources, count)
+        device_holes, device_sources = holes.to(self.device), sources.to(self.device)
+        self.buffer.move_rows(device_holes, device_sources, count)
         if len(holes):
-            self.seen[holes] = self.seen[sources]
-            self.last_tokens[holes] = self.last_tokens[sources]
+            self.seen[device_holes] = self.seen[device_sources]
+            self.last_tokens[device_holes] = self.last_tokens[device_sources]
             for hole, source in zip(holes.tolist(), sources.tolist(), strict=True):
                 self.running[hole] = self.running[source]
         del self.running[count:]
@@ -398,7 +425,7 @@ class ContinuousBatcher:
 
     def _ensure_seen(self, vocab_size: int) -> None:
         if self.seen is None:
-            self.seen = torch.zeros(self.max_num_seqs, vocab_size, dtype=torch.bool)
+            self.seen = torch.zeros(self.max_num_seqs, vocab_size, dtype=torch.bool, device=self.device)
 
     def _notify(self, request: Request, error: BaseException | None) -> None:
         if request.notified:  # finished just before a failure later in the same step
@@ -414,6 +441,29 @@ class ContinuousBatcher:
         self.admitting = []
         self.buffer.release()
         self._sampling = None
+
+
+def read_back(tokens: torch.Tensor, logprobs: torch.Tensor) -> tuple[list[int], list[float]]:
+    """A step's sampled tokens and their logprobs as Python lists: read in place on the CPU, in one copy from any
+    other device (`read_back_together`)."""
+    if tokens.device.type == "cpu":
+        return tokens.tolist(), logprobs.tolist()
+    return read_back_together(tokens, logprobs)
+
+
+def read_back_together(tokens: torch.Tensor, logprobs: torch.Tensor) -> tuple[list[int], list[float]]:
+    """`read_back` in one device-to-host copy: both stacked as float64, which holds every token id (< 2**53) and every
+    float32 logprob exactly."""
+    token_values, logprob_values = torch.stack([tokens.to(torch.float64), logprobs.to(torch.float64)]).tolist()
+    return [int(token) for token in token_values], logprob_values
+
+
+def _prompt_token_index(group: list[Request], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, token ids) of every prompt token of `group`, on `device`: the entries of the `seen` mask to set."""
+    lengths = torch.tensor([len(r.prompt_ids) for r in group], dtype=torch.long)
+    rows = torch.repeat_interleave(torch.arange(len(group)), lengths)
+    token_ids = torch.tensor([token for r in group for token in r.prompt_ids], dtype=torch.long)
+    return rows.to(device), token_ids.to(device)
 
 
 def _columns_to_come(requests: list[Request]) -> int:

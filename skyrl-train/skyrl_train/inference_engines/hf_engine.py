@@ -27,6 +27,13 @@ the weights that computed it, so the cache is keyed by the module's `WeightVersi
 every weight change bumps (optimizer steps, `load_state_dict`, adapter switches): a prefix cached before a change is
 never reused after it, whether or not the trainer went through `sleep()`. `sleep()` and `reset_prefix_cache()` also
 drop the cache, to free its memory.
+
+Device: the engine runs where the model is (the device of its parameters: CUDA or the CPU; move the model before
+building the engine). Every tensor it builds lives there (see `batcher`); a decode step reads back once, the sampled
+tokens with their logprobs. Random numbers are drawn from CPU generators (the engine's `seed`, or a request's own
+`seed`) and moved to the device, so a seeded request draws the same numbers whatever the device. On a GPU the prefix
+cache gets at most half of the device memory free when the engine starts (`prefix_cache.prefix_cache_budget`), and
+`sleep()` also returns the CUDA caching allocator's free blocks (`release_free_memory`).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import logging
 import threading
 
 import torch
@@ -48,8 +56,9 @@ from skyrl_train.inference_engines.base import (
     SamplingParams,
     prompt_token_ids,
 )
-from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request
+from skyrl_train.inference_engines.batcher import ContinuousBatcher, EngineStats, Request, model_device
 from skyrl_train.inference_engines.lora_merge import MergedLoRA
+from skyrl_train.inference_engines.prefix_cache import prefix_cache_budget
 from skyrl_train.utils.memory import release_free_memory
 from skyrl_train.utils.openmp import release_openmp_threads
 from skyrl_train.weight_sync import (
@@ -62,6 +71,8 @@ from skyrl_train.weight_sync import (
     copy_into_module,
 )
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_PREFIX_CACHE_BYTES = 2 * 2**30
 _ADAPTER_NAME = "skyrl_policy"
 """Name of the adapter loaded from `LoraLoadRequest`s."""
@@ -72,14 +83,16 @@ class HFInferenceEngine(InferenceEngineInterface):
 
     Args:
         model: a transformers causal LM or a peft `PeftModel` wrapping one; shared, never copied. Full-attention
-            decoders only (Llama, Qwen2, Mistral without a sliding window, ...).
+            decoders only (Llama, Qwen2, Mistral without a sliding window, ...). The engine runs on the device of
+            its parameters.
         tokenizer: its tokenizer (chat template for `prompts`, decoding, stop strings).
         max_num_seqs: most sequences decoded together in one forward pass.
         max_prefill_tokens: most padded prompt tokens (cached ones included) in one prefill forward pass, which holds
             their KV (a longer prompt goes alone).
-        seed: seed of the engine generator, used by requests without their own `seed`; None draws a random one.
+        seed: seed of the engine generator (a CPU one, whatever the device), used by requests without their own
+            `seed`; None draws a random one.
         prefix_cache_bytes: memory for cached prefix KV (least recently used entries go first); 0 turns prefix
-            caching off.
+            caching off. On a GPU, at most half of its free memory when the engine starts.
         num_threads: torch intra-op threads of the scheduler thread (where every forward pass runs); None keeps
             torch's default. The setting is per thread: the caller's thread count is not changed.
         merge_lora: while the engine is busy, fold a peft LoRA adapter into copies of the base weights (`MergedLoRA`:
@@ -130,6 +143,15 @@ class HFInferenceEngine(InferenceEngineInterface):
             generator.seed()
         else:
             generator.manual_seed(seed)
+        device = model_device(model)
+        free_bytes = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+        prefix_cache_bytes = prefix_cache_budget(prefix_cache_bytes, free_bytes)
+        logger.info(
+            "HFInferenceEngine on %s: prefix cache budget %.2f GB%s",
+            device,
+            prefix_cache_bytes / 1e9,
+            "" if free_bytes is None else f" ({free_bytes / 1e9:.2f} GB of device memory free)",
+        )
         self._batcher = ContinuousBatcher(
             model,
             tokenizer,

@@ -11,6 +11,10 @@ shape changes: a row leaving moves one surviving row into its slot; a row joinin
 tensors are reallocated (with headroom, so amortised O(1) per token) only when rows or columns run out, and that
 reallocation also drops the padding columns no live row needs any more.
 
+Device: every tensor (the KV, `start`, the masks and positions a decode step reads) lives on the buffer's `device`,
+the model's. A decode step reads nothing back to the host, except when the buffer is reallocated (amortised, as
+above) or rows leave (their first columns, once for all of them).
+
 Shared prefix: when the rows joining an empty batch start with the same tokens (the system prompt, tool list and
 demonstrations of an agent's conversations), those tokens' KV is kept once (`prefix_keys`, `prefix_values`) and each
 row's columns hold only what follows it; decode steps then attend to it with `prefix_attention` (read once per step,
@@ -20,6 +24,8 @@ fewer than `MIN_SHARED_PREFIX` tokens, ends the sharing for this batch.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -36,17 +42,19 @@ MIN_SHARED_PREFIX = 64
 class KVBuffer:
     """The running batch's KV cache (see the module docstring). Not thread-safe: one scheduler thread owns it."""
 
-    def __init__(self, max_rows: int, share_prefix: bool = True):
+    def __init__(self, max_rows: int, share_prefix: bool = True, device: torch.device | str = "cpu"):
         self.max_rows = max_rows
         self.share_prefix = share_prefix
         """Whether rows joining an empty batch keep the prefix they share once (see the module docstring)."""
+        self.device = torch.device(device)
+        """Where the KV and every per-row tensor live (the model's device)."""
         self.rows = 0
         """Live rows; row i of every tensor belongs to the i-th running sequence."""
         self.width = 0
         """Columns in use; the next token of every row is written at this column."""
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
-        self.start = torch.zeros(0, dtype=torch.long)
+        self.start = torch.zeros(0, dtype=torch.long, device=self.device)
         """[row_capacity] first real column of each row."""
         self.prefix_tokens = np.zeros(0, dtype=np.int64)
         """The tokens every live row starts with whose KV is kept once (empty: no shared prefix)."""
@@ -73,7 +81,7 @@ class KVBuffer:
     def attention_mask(self) -> torch.Tensor:
         """[rows, width + 1] 1 on each row's own real columns, for a decode step (the last column is the token
         being fed); the shared prefix, if any, is not part of it."""
-        columns = torch.arange(self.width + 1)
+        columns = torch.arange(self.width + 1, device=self.device)
         return (columns[None, :] >= self.start[: self.rows, None]).long()
 
     def positions(self) -> torch.Tensor:
@@ -85,7 +93,7 @@ class KVBuffer:
         `attention_mask()`); None without a shared prefix."""
         if not self.prefix_length:
             return None
-        bias = torch.zeros(attention_mask.shape, dtype=self.prefix_keys[0].dtype).masked_fill_(
+        bias = torch.zeros(attention_mask.shape, dtype=self.prefix_keys[0].dtype, device=self.device).masked_fill_(
             attention_mask == 0, float("-inf")
         )
         return SharedPrefixKV(self.prefix_keys, self.prefix_values, bias[:, None, None, :])
@@ -95,14 +103,14 @@ class KVBuffer:
         layer_kv: list[tuple[torch.Tensor, torch.Tensor]],
         tokens: list[list[int]],
         version: int,
-        source_rows: torch.Tensor | None = None,
+        source_rows: list[int] | None = None,
         columns_to_come: int | None = None,
     ) -> None:
-        """Append rows prefilled together: per layer (keys, values) [m, heads, group_len, dim], the new row i taking
-        row `source_rows[i]` of them (default: row i), left-padded with the KV of its `tokens[i]` at the end,
-        computed by weights `version`. They take rows [rows, rows + len(tokens)). Rows are picked one layer at a
-        time (no copy of every layer). `columns_to_come`: the most columns any live row may still write (None:
-        unknown), to size the headroom."""
+        """Append rows prefilled together: per layer (keys, values) [m, heads, group_len, dim] on the buffer's
+        device, the new row i taking row `source_rows[i]` of them (default: row i), left-padded with the KV of its
+        `tokens[i]` at the end, computed by weights `version`. They take rows [rows, rows + len(tokens)). Rows are
+        picked one layer at a time (no copy of every layer). `columns_to_come`: the most columns any live row may
+        still write (None: unknown), to size the headroom."""
         self._share_prefix(layer_kv, tokens, version, source_rows, columns_to_come)
         skip = self.prefix_length
         layer_kv = [(k[:, :, skip:], v[:, :, skip:]) for k, v in layer_kv]
@@ -117,10 +125,11 @@ class KVBuffer:
             self._relayout(layer_kv, self.rows + n, group_len, columns_to_come)
         first, last = self.rows, self.rows + n
         columns = slice(self.width - group_len, self.width)
+        picked = None if source_rows is None else torch.tensor(source_rows, dtype=torch.long, device=self.device)
         for layer, (k, v) in enumerate(layer_kv):
-            self.keys[layer][first:last, :, columns] = k if source_rows is None else k[source_rows]
-            self.values[layer][first:last, :, columns] = v if source_rows is None else v[source_rows]
-        self.start[first:last] = self.width - torch.tensor(lengths, dtype=torch.long)
+            self.keys[layer][first:last, :, columns] = k if picked is None else k[picked]
+            self.values[layer][first:last, :, columns] = v if picked is None else v[picked]
+        self.start[first:last] = self.width - torch.tensor(lengths, dtype=torch.long, device=self.device)
         self.rows = last
 
     def reserve_step(self, columns_to_come: int | None = None) -> None:
@@ -140,10 +149,15 @@ class KVBuffer:
         """Account for the column written by the decode step that just ran."""
         self.width += 1
 
-    def row_kv(self, row: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """One row's KV, shared prefix included: per layer (keys, values) [kv_heads, tokens, head_dim] (views of
-        its columns, or new tensors when there is a shared prefix)."""
-        columns = slice(int(self.start[row]), self.width)
+    def rows_kv(self, rows: list[int]) -> Iterator[tuple[list[torch.Tensor], list[torch.Tensor]]]:
+        """The KV of each of `rows` in turn, shared prefix included: per layer (keys, values) [kv_heads, tokens,
+        head_dim] (views of its columns, or new tensors when there is a shared prefix, so one row at a time). Reads
+        the rows' starts back to the host once for all of them."""
+        for row, start in zip(rows, self.start[rows].tolist(), strict=True):
+            yield self._row_kv(row, start)
+
+    def _row_kv(self, row: int, start: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        columns = slice(start, self.width)
         keys, values = [k[row, :, columns] for k in self.keys], [v[row, :, columns] for v in self.values]
         if self.prefix_length:
             keys = [torch.cat([p, k], dim=1) for p, k in zip(self.prefix_keys, keys, strict=True)]
@@ -151,7 +165,8 @@ class KVBuffer:
         return keys, values
 
     def move_rows(self, holes: torch.Tensor, sources: torch.Tensor, rows: int) -> None:
-        """Copy rows `sources` into rows `holes` and keep the first `rows` rows (see `compaction_plan`)."""
+        """Copy rows `sources` into rows `holes` and keep the first `rows` rows (see `compaction_plan`; the index
+        tensors on the buffer's device)."""
         if rows == 0:
             self.release()
             return
@@ -165,7 +180,7 @@ class KVBuffer:
     def release(self) -> None:
         """Drop all storage (the batch is empty)."""
         self.keys, self.values = [], []
-        self.start = torch.zeros(0, dtype=torch.long)
+        self.start = torch.zeros(0, dtype=torch.long, device=self.device)
         self.rows = self.width = 0
         self._set_prefix(0)
 
@@ -174,7 +189,7 @@ class KVBuffer:
         layer_kv: list[tuple[torch.Tensor, torch.Tensor]],
         tokens: list[list[int]],
         version: int,
-        source_rows: torch.Tensor | None,
+        source_rows: list[int] | None,
         columns_to_come: int | None,
     ) -> None:
         """Before rows join: into an empty batch, keep the tokens they all start with as the shared prefix; into a
@@ -187,7 +202,7 @@ class KVBuffer:
             if shared < MIN_SHARED_PREFIX:
                 self._set_prefix(0)
                 return
-            donor = 0 if source_rows is None else int(source_rows[0])
+            donor = 0 if source_rows is None else source_rows[0]
             first = layer_kv[0][0].shape[2] - len(arrays[0])
             columns = slice(first, first + shared)
             self.prefix_tokens = arrays[0][:shared]
@@ -210,10 +225,10 @@ class KVBuffer:
         oldest = int(self.start[: self.rows].min())
         self._relayout(None, self.rows, self.width - oldest + dropped, columns_to_come)
         columns = slice(length, self.prefix_length)
+        starts = self.start[: self.rows].tolist()
         for tensors, prefix in ((self.keys, self.prefix_keys), (self.values, self.prefix_values)):
             for layer, tensor in enumerate(tensors):
-                for row in range(self.rows):
-                    start = int(self.start[row])
+                for row, start in enumerate(starts):
                     tensor[row, :, start - dropped : start] = prefix[layer][:, columns]
         self.start[: self.rows] -= dropped
         self._set_prefix(length)
@@ -263,7 +278,7 @@ class KVBuffer:
                     new[: self.rows, :, offset:width] = old[: self.rows, :, oldest : self.width]
                     tensors[layer] = new
                     del old, new
-        start = torch.zeros(row_capacity, dtype=torch.long)
+        start = torch.zeros(row_capacity, dtype=torch.long, device=self.device)
         start[: self.rows] = self.start[: self.rows] - oldest + offset
         self.start = start
         self.width = width

@@ -7,8 +7,12 @@ base weight by a new tensor ``W + s B A`` and switches the adapter branch off, s
 weight tensors are kept and put back by `restore` (never ``W' − s B A``, which would not give ``W`` back bit for
 bit), so training sees exactly the weights it had. Outputs equal the adapter's up to float rounding.
 
-Only plain LoRA on ``nn.Linear`` (no DoRA or other variants, not already merged or disabled) is folded; other layers
-keep computing their adapter as usual.
+The merged weight keeps the base weight's dtype and device: with a bf16 base, peft keeps the adapter in fp32 by
+default (``autocast_adapter_dtype``) and its ``get_delta_weight`` returns fp32, so ``W + s B A`` is summed in fp32 and
+rounded to bf16 once (a bf16 x fp32 matmul in the next forward pass would fail otherwise).
+
+Only plain LoRA on ``nn.Linear`` with an active adapter (no DoRA or other variants, not already merged or disabled)
+is folded; other layers keep computing their adapter as usual.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ def _foldable(module: nn.Module) -> bool:
         and not module.merged
         and not module.disable_adapters
         and not any(name in module.lora_variant for name in module.active_adapters)
+        and any(name in module.lora_A for name in module.active_adapters)
     )
 
 
@@ -43,7 +48,7 @@ class MergedLoRA:
             weight = module.base_layer.weight
             delta = sum(module.get_delta_weight(name) for name in module.active_adapters if name in module.lora_A)
             self._folded.append((module, weight.data))
-            weight.data = weight.data + delta
+            weight.data = (weight.data + delta.to(weight.device)).to(weight.dtype)
             module._disable_adapters = True
 
     @property

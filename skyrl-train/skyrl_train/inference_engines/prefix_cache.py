@@ -19,6 +19,9 @@ KV is only valid for the weights that computed it, so the cache is keyed by the 
 every lookup and insert names the version of the weights in use. Versions only grow, so the first call with a newer
 version drops every entry (none can ever match again), and a call with an older one (a request that started before
 a weight change) neither matches nor inserts anything.
+
+Entries live on the device of the KV they are given (the model's: on a GPU the cache is GPU memory). There the byte
+budget is also capped by the free device memory (`prefix_cache_budget`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,18 @@ import torch
 
 BLOCK_TOKENS = 64
 """Tokens per shared storage block."""
+
+FREE_DEVICE_MEMORY_FRACTION = 0.5
+"""Most of a GPU's free memory (when the engine starts) the prefix cache may hold: the rest stays for the running
+batch's KV buffer, the activations of the forward passes and, colocated, the trainer."""
+
+
+def prefix_cache_budget(requested_bytes: int, free_device_bytes: int | None) -> int:
+    """The prefix cache's byte budget: `requested_bytes`, but at most `FREE_DEVICE_MEMORY_FRACTION` of
+    `free_device_bytes` where the cache lives on a GPU (None: on the CPU, where the request stands)."""
+    if free_device_bytes is None:
+        return requested_bytes
+    return min(requested_bytes, int(free_device_bytes * FREE_DEVICE_MEMORY_FRACTION))
 
 
 @dataclasses.dataclass(eq=False)

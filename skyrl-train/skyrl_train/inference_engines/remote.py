@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from skyrl_gym.common.stop_reasons import StopReason
 from skyrl_train.inference_engines.base import (
     InferenceEngineInput,
     InferenceEngineInterface,
     InferenceEngineOutput,
     SamplingParams,
-    StopReason,
 )
 from skyrl_train.inference_engines.client import EngineUnavailableError
 

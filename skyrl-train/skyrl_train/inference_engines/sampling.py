@@ -7,6 +7,10 @@ top-p, min-p; each truncation renormalises what is left before the next one look
 The logprob a row reports is NOT taken from the processed distribution: it is `log_softmax(logits / T)` of the raw
 model logits at the sampled token (T = 0 counts as 1), which is exactly what the trainer recomputes with a forward
 pass (see `InferenceEngineOutput.response_logprobs`).
+
+Device: the functions work on whatever device their tensors are on, and off the CPU none reads a value back to the
+host, so a sampling step on a GPU queues its work without waiting for it. The uniforms come from the caller (the
+batcher draws them from CPU generators), so the same logits and uniforms pick the same tokens on every device.
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ class SamplingBatch:
     any_penalty: bool
 
     @classmethod
-    def from_params(cls, params: list[SamplingParams]) -> SamplingBatch:
+    def from_params(cls, params: list[SamplingParams], device: torch.device | str = "cpu") -> SamplingBatch:
+        """The batch of `params` (one per row), its tensors on `device`."""
+
         def column(values, dtype):
-            return torch.tensor(values, dtype=dtype)
+            return torch.tensor(values, dtype=dtype, device=device)
 
         sampled = [p.temperature > 0 for p in params]
         return cls(
@@ -115,8 +121,20 @@ def sample_from_probs(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tens
     cdf = probs.cumsum(dim=-1)
     targets = uniforms[:, None].to(cdf.dtype) * cdf[:, -1:]
     tokens = torch.searchsorted(cdf, targets, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
-    # u * total can round up to total (probability ~2^-24); never return a token with zero probability then.
+    return replace_zero_probability_tokens(probs, tokens)
+
+
+def replace_zero_probability_tokens(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """`tokens` [B], except that a row whose token has zero probability in `probs` [B, V] takes its most likely one.
+
+    Inverse-CDF sampling finds such a token only through rounding: the CPU's cumsum accumulates each row in order
+    (in float64), so a zero-probability token's CDF entry equals the one before it; a GPU's parallel scan adds in
+    another order and can leave a gap there for a uniform to land in. Off the CPU the replacement is computed for
+    every row, so that nothing is read back to the host; on the CPU, where reading back is free, only when needed.
+    """
     bad = probs.gather(-1, tokens[:, None]).squeeze(-1) <= 0
+    if probs.device.type != "cpu":
+        return torch.where(bad, probs.argmax(dim=-1), tokens)
     if bool(bad.any()):
         tokens[bad] = probs[bad].argmax(dim=-1)
     return tokens

@@ -1,12 +1,9 @@
 """Reward metrics of a batch of trajectories, overall and per data source.
 
-Definitions (one each; training logs them under `reward/`, evaluation under `eval/`):
+Definitions (one each; training logs them under `reward/`, evaluation under `eval/`). A trajectory's return,
+outcome and whether it is solved are defined in `skyrl_gym.common.outcomes`, shared with offline eval analysis.
 
-- return of a trajectory: the sum of its rewards (a scalar reward is its own sum);
-- outcome of a trajectory: its final reward — the scalar, or the LAST token's reward of a per-token list;
 - `avg_raw_reward`: mean return over trajectories;
-- solved trajectory: the env's own `success` metric when it reports one (e.g. the MCP env, whose graded reward is
-  also positive for a well-formed call with a wrong answer), else outcome > 0;
 - `pass_at_{n}`: fraction of prompts (uids) with at least one solved trajectory;
 - `mean_positive_reward`: mean over trajectories of the sum of their positive rewards, Σ max(r, 0);
 - `infra_failure_rate`: fraction of trajectories that ended in an infrastructure failure (env init/step failure,
@@ -14,8 +11,9 @@ Definitions (one each; training logs them under `reward/`, evaluation under `eva
 - `variance_per_prompt`: mean, over prompts with >= 2 completed trajectories, of the population variance of their
   returns;
 - `signal_ratio`: fraction of those prompts whose returns are not all equal (GRPO gets a gradient from them).
-- `pass_hat_{k}` (tau-bench's pass^k): mean over prompts of C(c, k) / C(n, k), the chance that k of a prompt's n
-  trajectories (c solved), drawn without replacement, are all solved; for k = 1 .. the smallest n (`pass_hat_k_metrics`).
+- `pass_hat_{k}` (tau-bench's pass^k): mean over prompts of `skyrl_gym.common.outcomes.pass_hat_k`, C(c, k) / C(n, k),
+  the chance that k of a prompt's n trajectories (c solved), drawn without replacement, are all solved; for
+  k = 1 .. the smallest n (`pass_hat_k_metrics`).
 
 Infrastructure failures are in the denominator of every figure of what the policy achieved (`avg_raw_reward`,
 `pass_at_{n}`, `mean_positive_reward`): such a trajectory is never solved and its return counts as 0, so crashes
@@ -28,32 +26,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from math import comb
 from statistics import fmean, pvariance
 from typing import Any
 
-Reward = float | Sequence[float]
+from skyrl_gym.common.outcomes import Reward, pass_hat_k, trajectory_return, trajectory_solved
 
 
 def sanitize_metric_key(name: str | None) -> str:
     """A data source as a metric-key segment: `None` -> "unknown", "/" -> "_"."""
     return "unknown" if name is None else str(name).replace("/", "_")
-
-
-def trajectory_return(reward: Reward) -> float:
-    return float(reward) if isinstance(reward, int | float) else float(sum(reward))
-
-
-def trajectory_outcome(reward: Reward) -> float:
-    if isinstance(reward, int | float):
-        return float(reward)
-    return float(reward[-1]) if len(reward) else 0.0
-
-
-def trajectory_solved(reward: Reward, env_metrics: Mapping[str, Any] | None = None) -> bool:
-    if env_metrics and env_metrics.get("success") is not None:
-        return bool(env_metrics["success"])
-    return trajectory_outcome(reward) > 0
 
 
 def _positive_part(reward: Reward) -> float:
@@ -116,14 +97,6 @@ def compute_reward_metrics(
         )
 
     return with_data_sources(group, len(rewards), data_sources)
-
-
-def pass_hat_k(n: int, c: int, k: int) -> float:
-    """pass^k of one prompt: the probability that k of its n trials (c of them solved), drawn without replacement,
-    are all solved, C(c, k) / C(n, k). Unlike pass@k it falls as k grows: it measures consistency."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass_hat_k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    return comb(c, k) / comb(n, k)
 
 
 def pass_hat_k_metrics(

@@ -22,7 +22,7 @@ from skyrl_train.models.gguf_convert import STORAGE_DTYPE, convert_gguf_to_hf, f
 logger = logging.getLogger(__name__)
 
 # Bump when the conversion itself changes, so cached folders made by older code are rebuilt.
-CONVERSION_FORMAT = 1
+CONVERSION_FORMAT = 2
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,13 @@
 The folder is built once per (tokenizer, sizes, seed) under the models cache and loads in a fraction of a second.
 Its vocab size, special-token ids, chat template and context length are the tokenizer source's, so token ids,
 masks and prompts in tests are exactly what the real model would see; only the weights are random.
+
+One exception: the model config's ``pad_token_id``. transformers makes it the embedding's ``padding_idx``, a row
+initialised to zero that never gets a gradient. The real model's pad token (``<|im_end|>`` for SmolLM2, which every
+chat turn contains) keeps its trained row, but a random model would start with a zero row there, and a zero input
+row makes the first RMSNorm's gradient ~1/sqrt(eps) (at 30 layers it overflows to NaN). So the tiny model's config
+names a special token that chat-templated conversations never contain (`unused_pad_token_id`); the tokenizer and the
+generation config keep the source's pad token.
 """
 
 from __future__ import annotations
@@ -18,7 +25,14 @@ from skyrl_train.models.cache import build_once, cache_root
 from skyrl_train.models.resolve import DEFAULT_MODEL, resolve_model_path
 
 # Bump when the build below changes, so cached tiny models made by older code are rebuilt.
-TINY_FORMAT = 1
+TINY_FORMAT = 2
+_SAMPLE_CONVERSATION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is 2+2?"},
+    {"role": "assistant", "content": "4"},
+    {"role": "user", "content": "And 3+3?"},
+]
+"""What `unused_pad_token_id` renders with the chat template to see which special tokens prompts contain."""
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
 
 
@@ -88,6 +102,7 @@ def _build(
         "eos_token_id": tokenizer.eos_token_id,
         "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
     }
+    model_special = {**special, "pad_token_id": unused_pad_token_id(tokenizer)}
     config = LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=hidden_size,
@@ -98,7 +113,7 @@ def _build(
         head_dim=hidden_size // num_attention_heads,
         max_position_embeddings=max_positions,
         tie_word_embeddings=True,
-        **special,
+        **model_special,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -106,6 +121,21 @@ def _build(
     model.generation_config = GenerationConfig(**special)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
+
+
+def unused_pad_token_id(tokenizer) -> int:
+    """The lowest-id special token of ``tokenizer`` that is neither bos nor eos and that a chat-templated
+    conversation (with a generation prompt) does not contain: a pad id whose embedding row no prompt or response
+    uses. Raises ValueError when the tokenizer has no such token."""
+    prompt = tokenizer.apply_chat_template(_SAMPLE_CONVERSATION, tokenize=False, add_generation_prompt=True)
+    used = {*tokenizer(prompt)["input_ids"], tokenizer.bos_token_id, tokenizer.eos_token_id}
+    candidates = sorted(set(tokenizer.all_special_ids) - used)
+    if not candidates:
+        raise ValueError(
+            f"tokenizer {tokenizer.name_or_path!r} has no special token outside bos, eos and its chat template's "
+            "tokens: no pad id for a tiny model that leaves the rows of real tokens trainable"
+        )
+    return candidates[0]
 
 
 def _tokenizer_digest(source: str) -> str:

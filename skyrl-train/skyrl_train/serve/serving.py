@@ -24,7 +24,8 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from skyrl_train.inference_engines.base import InferenceEngineInterface, SamplingParams, StopReason
+from skyrl_gym.common.stop_reasons import StopReason
+from skyrl_train.inference_engines.base import InferenceEngineInterface, SamplingParams
 from skyrl_train.serve.gate import ServingGate, ServingStopped
 from skyrl_train.serve.prompting import ChatRenderer, ChatTemplateError
 from skyrl_train.serve.protocol import ChatCompletionRequest, CompletionRequest, OpenAIError, SamplingRequest

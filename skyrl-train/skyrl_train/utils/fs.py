@@ -1,4 +1,5 @@
-"""Crash-safe filesystem primitives: a reader sees either the old or the new content, never a partial one."""
+"""Crash-safe folder operations for checkpoints: a reader sees either the old or the new folder, never a partial one.
+Single-file writes (`atomic_write_text`, `fsync_dir`) are in `skyrl_gym.common.fs`."""
 
 from __future__ import annotations
 
@@ -7,14 +8,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-
-def fsync_dir(path: Path) -> None:
-    """Persist a directory entry change (a rename or a new file) on POSIX filesystems."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from skyrl_gym.common.fs import fsync_dir
 
 
 def fsync_tree(root: Path) -> None:
@@ -24,20 +18,6 @@ def fsync_tree(root: Path) -> None:
             with open(os.path.join(dirpath, name), "rb") as f:
                 os.fsync(f.fileno())
         fsync_dir(Path(dirpath))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same directory and an atomic rename."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    fsync_dir(path.parent)
 
 
 def remove_tree(path: Path) -> None:

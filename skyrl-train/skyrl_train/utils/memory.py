@@ -7,7 +7,9 @@ the end of a step and resetting it gives the step's own peak, spikes between sam
 `release_free_memory` matters because generation and training run on different threads: glibc's malloc gives each
 thread its own arena and keeps freed blocks in it, so the memory the engine's thread freed (prefix cache, KV buffers,
 logits) stays resident while the training thread allocates its activations elsewhere, and the two phases' peaks add
-up. ``malloc_trim(0)`` hands every arena's free pages back to the kernel between the phases.
+up. ``malloc_trim(0)`` hands every arena's free pages back to the kernel between the phases. On a GPU the same holds
+for PyTorch's CUDA caching allocator, which keeps freed blocks for reuse: ``torch.cuda.empty_cache()`` returns the
+unused ones to the driver, so that the next phase (or another process on the GPU) can have them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import ctypes.util
 import functools
 import logging
 from pathlib import Path
+
+import torch
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +83,10 @@ def _malloc_trim():
 
 
 def release_free_memory() -> bool:
-    """Return the free memory of every malloc arena to the OS (glibc); False where that is not available."""
+    """Return the free memory of every malloc arena to the OS (glibc), and, when this process has initialised CUDA,
+    the CUDA caching allocator's unused blocks to the driver. False where malloc_trim is not available."""
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
     trim = _malloc_trim()
     if trim is None:
         return False

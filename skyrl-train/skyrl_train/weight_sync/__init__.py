@@ -21,8 +21,10 @@ The contract, for anyone implementing an engine's receiving side:
      `copy_into_module` for a torch module). A sync of many weights arrives as several requests (chunks);
    - `LoraLoadRequest` (`lora`): load the peft adapter folder `lora_path` (`adapter_config.json` +
      `adapter_model.safetensors`) on the base weights, replacing the previous adapter;
-   - `CudaIpcWeightUpdateRequest` (`cuda_ipc`, GPU only): map `ipc_handles[<this GPU's UUID>]` and cut it into
-     tensors by `sizes` (`cuda_ipc.receive_cuda_ipc`).
+   - `CudaIpcWeightUpdateRequest` (`cuda_ipc`, GPU only): map `ipc_handles[<this GPU's UUID>]` (one handle per
+     policy GPU; none for this GPU is an error naming the UUIDs) and cut the buffer into tensors at `offsets`
+     (`cuda_ipc.receive_cuda_ipc`, `packing.unpack`); copy them out and synchronize before answering, since the
+     sender frees the buffer once every engine has answered. A sync of many weights arrives as several requests.
 3. `WeightSyncInitInfo` (`init_info.py`): `master_addr`, `master_port`, `world_size` (1 + all engine ranks),
    `rank_offset`, `group_name`, `backend` (gloo | nccl), `override_existing`, `timeout_s`; JSON round trip;
    `for_engine(i, ranks_per_engine)` gives engine `i` its rank offset `1 + i * ranks_per_engine`.
@@ -31,8 +33,9 @@ The contract, for anyone implementing an engine's receiving side:
    `POST /destroy_weights_update_group`; each answers once done.
 
 The trainer side is `WeightSyncSender` (`sender.py`); `transfer_mode(cfg, ...)` picks its mode: CUDA IPC only with
-`weight_sync_backend=nccl` and engines colocated with the trainer, LoRA adapters through `lora_sync_path`, else
-broadcast. The weight version is the trainer's global step whose update produced the weights (0 = the weights the
+`weight_sync_backend=nccl` and engines colocated on the policy's GPUs (each policy rank packs on its own GPU for the
+engine there, `cuda_ipc.py`), LoRA adapters through `lora_sync_path`, else broadcast (engines on other GPUs or
+nodes: nccl with CUDA tensors, or gloo with CPU tensors, `group.group_device`). The weight version is the trainer's global step whose update produced the weights (0 = the weights the
 run started from).
 """
 
@@ -43,6 +46,7 @@ from skyrl_train.weight_sync.requests import (
     BroadcastWeightUpdateRequest,
     CudaIpcWeightUpdateRequest,
     LoraLoadRequest,
+    TensorSpec,
     WeightUpdateRequest,
 )
 from skyrl_train.weight_sync.sender import WeightSource, WeightSyncSender
@@ -52,6 +56,7 @@ __all__ = [
     "BroadcastWeightUpdateRequest",
     "CudaIpcWeightUpdateRequest",
     "LoraLoadRequest",
+    "TensorSpec",
     "WeightGroup",
     "WeightReceiver",
     "WeightSource",

@@ -2,7 +2,8 @@
 
 It is built from its own TCP store (hosted by rank 0, the trainer) and never touches the default process group, so
 a process that already has one (an FSDP rank, a vLLM worker with its tensor-parallel group) can join as well.
-Backends: `gloo` (CPU tensors; what the CPU tests use) and `nccl` (CUDA tensors).
+Backends: `gloo` (CPU tensors; what the CPU tests use) and `nccl` (CUDA tensors: GPU only, never run here); see
+`group_device`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,30 @@ import torch.distributed as dist
 
 from skyrl_train.weight_sync.init_info import WeightSyncInitInfo
 
-__all__ = ["WeightGroup"]
+__all__ = ["WeightGroup", "group_device"]
 
 logger = logging.getLogger(__name__)
+
+
+def group_device(backend: str) -> torch.device:
+    """Where a member's broadcast tensors live: this process's current CUDA device with nccl (NCCL moves only CUDA
+    tensors), the CPU with gloo. The trainer moves each tensor there before broadcasting it; engines receive into
+    tensors allocated there.
+
+    Raises:
+        RuntimeError: nccl in a process where torch sees no GPU.
+        ValueError: another backend.
+    """
+    if backend == "gloo":
+        return torch.device("cpu")
+    if backend != "nccl":
+        raise ValueError(f"weight sync backend must be 'gloo' or 'nccl', got {backend!r}")
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "a nccl weight-update group sends CUDA tensors, and torch sees no GPU in this process; use "
+            "generator.weight_sync_backend=gloo"
+        )
+    return torch.device("cuda", torch.cuda.current_device())
 
 
 class WeightGroup:
@@ -33,9 +55,7 @@ class WeightGroup:
             raise ValueError(f"rank {rank} is outside the weight-update group of {info.world_size}")
         self.info = info
         self.rank = rank
-        self.device = (
-            torch.device("cuda", torch.cuda.current_device()) if info.backend == "nccl" else torch.device("cpu")
-        )
+        self.device = group_device(info.backend)
         timeout = datetime.timedelta(seconds=info.timeout_s)
         if store is None:
             if rank == 0:

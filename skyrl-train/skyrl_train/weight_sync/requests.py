@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import pickle
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -18,6 +19,7 @@ __all__ = [
     "BroadcastWeightUpdateRequest",
     "CudaIpcWeightUpdateRequest",
     "LoraLoadRequest",
+    "TensorSpec",
     "WeightUpdateRequest",
     "dtype_name",
     "torch_dtype",
@@ -35,6 +37,24 @@ def torch_dtype(name: str) -> torch.dtype:
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"unknown dtype {name!r} in a weight-update request")
     return dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """One tensor as a request names it: name, dtype (`dtype_name`) and full shape."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @classmethod
+    def of(cls, name: str, tensor: torch.Tensor) -> TensorSpec:
+        """The spec of `tensor` (of an FSDP2 ``DTensor``: its full shape, not the local shard's)."""
+        return cls(name, dtype_name(tensor.dtype), tuple(tensor.shape))
+
+    @property
+    def nbytes(self) -> int:
+        return _numel(self.shape) * torch_dtype(self.dtype).itemsize
 
 
 @dataclasses.dataclass
@@ -63,13 +83,25 @@ class WeightUpdateRequest:
     @classmethod
     def for_tensors(cls, tensors: dict[str, torch.Tensor], weight_version: int, **extra: Any) -> WeightUpdateRequest:
         """The request describing `tensors` (in their order)."""
+        return cls.for_specs([TensorSpec.of(name, t) for name, t in tensors.items()], weight_version, **extra)
+
+    @classmethod
+    def for_specs(cls, specs: list[TensorSpec], weight_version: int, **extra: Any) -> WeightUpdateRequest:
+        """The request describing the tensors of `specs` (in their order)."""
         return cls(
-            names=list(tensors),
-            dtypes=[dtype_name(t.dtype) for t in tensors.values()],
-            shapes=[list(t.shape) for t in tensors.values()],
+            names=[spec.name for spec in specs],
+            dtypes=[spec.dtype for spec in specs],
+            shapes=[list(spec.shape) for spec in specs],
             weight_version=weight_version,
             **extra,
         )
+
+    def specs(self) -> list[TensorSpec]:
+        """The tensors the request names, in order."""
+        return [
+            TensorSpec(name, dtype, tuple(shape))
+            for name, dtype, shape in zip(self.names, self.dtypes, self.shapes, strict=True)
+        ]
 
     def __len__(self) -> int:
         return len(self.names)
@@ -129,19 +161,29 @@ class LoraLoadRequest(WeightUpdateRequest):
 
 @dataclasses.dataclass
 class CudaIpcWeightUpdateRequest(WeightUpdateRequest):
-    """GPU only (colocated engines): the tensors are packed, in request order, into one contiguous CUDA buffer per
-    trainer GPU; `ipc_handles` maps a GPU's UUID to the CUDA IPC handle of that GPU's buffer (pickled, base64 text
-    in JSON: only for trusted callers on the same machine), and `sizes` gives each tensor's size in bytes within the
-    buffer."""
+    """GPU only (engines colocated on the policy's GPUs): the tensors are packed, in request order, into one CUDA
+    buffer on each policy GPU (`packing.pack`), tensor `i` at byte `offsets[i]`, a multiple of its element size
+    (`packing.ALIGNMENT`); `ipc_handles` maps a GPU's UUID to the CUDA IPC handle of that GPU's buffer (pickled,
+    base64 text in JSON: only for trusted callers on the same machine). An engine worker opens the handle of its
+    own GPU (`cuda_ipc.receive_cuda_ipc`)."""
 
     type: ClassVar[str] = "cuda_ipc"
-    sizes: list[int] = dataclasses.field(default_factory=list)
+    offsets: list[int] = dataclasses.field(default_factory=list)
     ipc_handles: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         super().__post_init__()
-        if len(self.sizes) != len(self.names):
-            raise ValueError(f"a CUDA IPC request needs one size per name: {len(self.names)} names, {len(self.sizes)}")
+        if len(self.offsets) != len(self.names):
+            raise ValueError(
+                f"a CUDA IPC request needs one offset per name: {len(self.names)} names, {len(self.offsets)} offsets"
+            )
+        for name, dtype, offset in zip(self.names, self.dtypes, self.offsets, strict=True):
+            itemsize = torch_dtype(dtype).itemsize
+            if offset < 0 or offset % itemsize:
+                raise ValueError(
+                    f"{name}: byte offset {offset} in a CUDA IPC buffer is not a non-negative multiple of its "
+                    f"{dtype} element size {itemsize}"
+                )
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
@@ -162,7 +204,7 @@ def _unpickled(text: str) -> Any:
     return pickle.loads(base64.b64decode(text))
 
 
-def _numel(shape: list[int]) -> int:
+def _numel(shape: Sequence[int]) -> int:
     n = 1
     for size in shape:
         n *= size

@@ -6,10 +6,13 @@ Modes (`SyncMode`, chosen by `transfer_mode`):
 - `lora`: the adapter is saved under `lora_sync_path` and the engines load it (`LoraLoadRequest`);
 - `broadcast`: every trainable weight is broadcast from the trainer (rank 0 of the weight-update group) in chunks
   of at most `chunk_bytes`, each announced by a `BroadcastWeightUpdateRequest` sent to the engines first;
-- `cuda_ipc`: GPU only, with engines colocated on the trainer's GPUs (`cuda_ipc.py`).
+- `cuda_ipc`: GPU only, with engines colocated on the policy's GPUs: every policy rank packs chunks of at most
+  `chunk_bytes` on its own GPU and the engines open the buffer of theirs (`cuda_ipc.py`).
 
-The weights come from `source.trainable_state_dict()`: a single-process `PolicyWorker`, or an fsdp2
-`PolicyWorkerGroup`, which gathers them from its ranks to this process.
+The weights come from `source.trainable_state_dict()` (a single-process `PolicyWorker`, or an fsdp2
+`PolicyWorkerGroup`, which gathers them from its ranks to this process), except with CUDA IPC: a source that packs
+on its own GPUs (`cuda_ipc.CudaIpcSource`, the fsdp2 `PolicyWorkerGroup`) does so; a policy in this process is
+packed from its module (`cuda_ipc.ModuleIpcSource`).
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import torch
 
+from skyrl_train.weight_sync.cuda_ipc import CudaIpcSource, ModuleIpcSource, send_cuda_ipc
 from skyrl_train.weight_sync.group import WeightGroup
 from skyrl_train.weight_sync.init_info import WeightSyncInitInfo
 from skyrl_train.weight_sync.lora import adapter_folder, remove_older_adapters, save_adapter
+from skyrl_train.weight_sync.packing import split_by_bytes
 from skyrl_train.weight_sync.requests import BroadcastWeightUpdateRequest, LoraLoadRequest, WeightUpdateRequest
 
 if TYPE_CHECKING:
@@ -70,7 +75,7 @@ class WeightSyncSender:
         master_addr: the address engines reach this process at (the group's TCP store).
         lora_config, base_model_path, lora_sync_path: the adapter's config, base model and folder (`lora`).
         override_existing: engines already in a weight-update group leave it for the new one.
-        chunk_bytes: most bytes announced by one broadcast request.
+        chunk_bytes: most bytes announced by one broadcast request, or packed into one CUDA IPC buffer per GPU.
         refresh: `shared` mode: called before the version is sent (it brings the engine's copy up to date).
         timeout_s: how long group members wait for each other.
     """
@@ -93,8 +98,6 @@ class WeightSyncSender:
     ):
         if mode == "lora" and (lora_config is None or not base_model_path or not lora_sync_path):
             raise ValueError("LoRA weight sync needs lora_config, base_model_path and lora_sync_path")
-        if mode == "cuda_ipc" and not torch.cuda.is_available():
-            raise RuntimeError("CUDA IPC weight sync needs CUDA (generator.weight_sync_backend=nccl with colocate_all)")
         self.engines = engines
         self.source = source
         self.mode = mode
@@ -121,9 +124,7 @@ class WeightSyncSender:
         elif self.mode == "broadcast":
             await self._broadcast_with_rejoin(weight_version)
         else:
-            from skyrl_train.weight_sync.cuda_ipc import send_cuda_ipc
-
-            await send_cuda_ipc(self.engines, self._state(), weight_version)
+            await send_cuda_ipc(self.engines, self._ipc_source(), weight_version, self.chunk_bytes)
         self.last_version = weight_version
         logger.info("engines now generate with weight version %d (%s sync)", weight_version, self.mode)
 
@@ -206,6 +207,18 @@ class WeightSyncSender:
         self.group = None
         self.override_existing = True
 
+    def _ipc_source(self) -> CudaIpcSource:
+        """The policy's own GPU packers (fsdp2 ranks), or its module when it lives in this process."""
+        if isinstance(self.source, CudaIpcSource):
+            return self.source
+        model = getattr(self.source, "model", None)
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(
+                f"CUDA IPC weight sync needs a policy that packs on its own GPUs (fsdp2) or a module in this process; "
+                f"{type(self.source).__name__} has neither"
+            )
+        return ModuleIpcSource(model)
+
     def _state(self) -> dict[str, torch.Tensor]:
         state = self.source.trainable_state_dict()
         if not state:
@@ -215,14 +228,5 @@ class WeightSyncSender:
 
 def chunked(state: dict[str, torch.Tensor], chunk_bytes: int) -> Iterator[dict[str, torch.Tensor]]:
     """`state` in order, cut into chunks of at most `chunk_bytes` (a larger tensor is a chunk of its own)."""
-    chunk: dict[str, torch.Tensor] = {}
-    size = 0
-    for name, tensor in state.items():
-        nbytes = tensor.numel() * tensor.element_size()
-        if chunk and size + nbytes > chunk_bytes:
-            yield chunk
-            chunk, size = {}, 0
-        chunk[name] = tensor
-        size += nbytes
-    if chunk:
-        yield chunk
+    for items in split_by_bytes(state.items(), lambda item: item[1].numel() * item[1].element_size(), chunk_bytes):
+        yield dict(items)

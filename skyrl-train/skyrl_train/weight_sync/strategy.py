@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from skyrl_train.config.support import syncs_by_cuda_ipc
 from skyrl_train.weight_sync.sender import SyncMode
 
 if TYPE_CHECKING:
@@ -15,15 +16,12 @@ __all__ = ["override_existing_update_group", "trainer_address", "transfer_mode"]
 def transfer_mode(cfg: SkyRLConfig, engine_shares_policy: bool) -> SyncMode:
     """`shared` when the engine generates from the trainer's module (or a copy the trainer refreshes), `lora` when
     the policy trains a LoRA adapter, else CUDA IPC when `weight_sync_backend=nccl` and the engines run in this job
-    colocated with the trainer (`trainer.placement.colocate_all`), else broadcast (remote engines always)."""
+    colocated with the trainer (`config.support.syncs_by_cuda_ipc`), else broadcast (remote engines always)."""
     if engine_shares_policy:
         return "shared"
     if cfg.trainer.policy.model.lora.rank > 0:
         return "lora"
-    g = cfg.generator
-    if g.weight_sync_backend == "nccl" and g.run_engines_locally and cfg.trainer.placement.colocate_all:
-        return "cuda_ipc"
-    return "broadcast"
+    return "cuda_ipc" if syncs_by_cuda_ipc(cfg) else "broadcast"
 
 
 def override_existing_update_group(cfg: SkyRLConfig) -> bool:

@@ -100,14 +100,14 @@ class CriticWorker(TrainableWorker):
 
     @torch.no_grad()
     def compute_values(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
-        """Values ``[B, R]`` of the response tokens (no grad, eval mode): the batch's ``values``."""
+        """Values ``[B, R]`` of the response tokens (no grad, eval mode), on the CPU: the batch's ``values``."""
         response_length = batch["response_mask"].shape[1]
         with eval_mode(self.model):
             chunks = [
                 self.model.values(micro["sequences"], micro["attention_mask"], response_length)
-                for micro in batch.chunk(micro_batch_size)
+                for micro in batch.to(self.device).chunk(micro_batch_size)
             ]
-        return torch.cat(chunks)
+        return torch.cat(chunks).cpu()
 
     def _loss_normalizer(self, loss_masks: list[torch.Tensor]) -> float:
         return compute_loss_normalizer(loss_masks, "token_mean")

@@ -21,7 +21,12 @@ Shared prompt prefixes are computed once: when every row of a micro-batch starts
 prompt, few-shot demonstrations, the n samples of one GRPO prompt), those tokens go through the model once and
 their keys/values are broadcast to the rows, which then only run their own tokens. Gradients flow back through the
 broadcast, so logprobs and gradients are those of the plain forward (up to float rounding) at a fraction of the
-compute and activation memory. Not with activation checkpointing, which recomputes layers and cannot carry a cache.
+compute and activation memory. Not in a training-mode forward with activation checkpointing, which recomputes
+layers and cannot carry a cache (the eval-mode logprob passes still share).
+
+``uniform=True`` is for a model sharded with FSDP2, whose every forward is a collective of all ranks: each rank must
+run the same forwards whatever its rows, so no prefix is shared (whether rows share one depends on the rank's rows)
+and a micro-batch without response tokens still runs one forward (its outputs stay zero).
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ def response_logprobs(
     share_prefix: bool = True,
     pack: bool = False,
     prefix: SharedPrefix | None = None,
+    uniform: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logprobs ``[B, R]`` of the last ``R = response_length`` tokens of ``sequences`` under ``model``.
 
@@ -112,14 +118,18 @@ def response_logprobs(
     ``share_prefix=False`` runs every row through the whole model even when the rows share a prompt prefix.
     ``pack=True`` runs the rows as one packed row without padding (`skyrl_train.workers.packing`); each row's real
     tokens must then be contiguous. ``prefix``: a prefix every row starts with, already computed (e.g. once for all
-    micro-batches of a mini-batch); it must end before each row's last prompt token.
+    micro-batches of a mini-batch); it must end before each row's last prompt token. ``uniform``: the same forwards
+    whatever the rows (FSDP2 ranks; see the module docstring).
     """
     seqs, mask, kept = trim_padding(sequences, attention_mask, response_length)
     batch_size = sequences.shape[0]
     if kept == 0:
         zeros = sequences.new_zeros((batch_size, response_length), dtype=torch.float32)
+        if uniform:  # the other ranks' forward waits for this one; 0 x its output keeps a graph for their backward
+            ones = torch.ones_like(sequences)
+            zeros = zeros + 0.0 * head_outputs(model, 1, hidden=False, input_ids=sequences, attention_mask=ones).sum()
         return zeros, (zeros.clone() if with_entropy else None)
-    if prefix is None and share_prefix:
+    if prefix is None and share_prefix and not uniform:
         prefix = SharedPrefix.of_rows(model, seqs, mask, kept + 1)
     head = chunkable_head(model)
     if pack:
@@ -224,10 +234,15 @@ def batch_prefix(model: nn.Module, batch: TrainingInputBatch, for_micro_batches:
 
 @torch.no_grad()
 def batched_response_logprobs(
-    model: nn.Module, batch: TrainingInputBatch, micro_batch_size: int, temperature: float, pack: bool = False
+    model: nn.Module,
+    batch: TrainingInputBatch,
+    micro_batch_size: int,
+    temperature: float,
+    pack: bool = False,
+    uniform: bool = False,
 ) -> torch.Tensor:
     """``response_logprobs`` over a whole batch in micro-batches (each packed with ``pack``, and then a prefix all rows
-    share computed once for all micro-batches), in eval mode, without grad.
+    share computed once for all micro-batches), in eval mode, without grad; ``uniform`` as there.
 
     The response length ``R`` is the width of ``batch["response_mask"]``. Returns ``[B, R]`` float32 on the
     batch's device.
@@ -244,6 +259,7 @@ def batched_response_logprobs(
                 temperature,
                 pack=pack,
                 prefix=prefix,
+                uniform=uniform,
             )[0]
             for micro in batch.chunk(micro_batch_size)
         ]

@@ -10,8 +10,9 @@ Results equal the padded forward's up to float rounding (the same tokens, positi
 shapes).
 
 A prefix every row starts with (system prompt, demonstrations) is computed once, as in the padded path, and its keys
-and values are shared by every row's attention; with activation checkpointing nothing is shared (recomputed layers
-cannot carry a cache).
+and values are shared by every row's attention; in a training-mode forward with activation checkpointing nothing is
+shared (recomputed layers cannot carry a cache). Checkpointed layers recompute with this module's attention too
+(`skyrl_train.models.attention`), so packing gives the same gradients with and without checkpointing.
 """
 
 from __future__ import annotations

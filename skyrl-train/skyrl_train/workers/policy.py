@@ -99,8 +99,6 @@ class PolicyWorker(TrainableWorker):
 
     metric_prefix = "policy/"
     lr_metric = "policy_lr"
-    _share_prefix_in_update = True
-    """Whether the update's forward computes a prompt prefix its micro-batch rows share once (see ``forward``)."""
 
     def __init__(
         self,
@@ -140,15 +138,20 @@ class PolicyWorker(TrainableWorker):
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         """Logprobs ``[B, R]`` of the response tokens under the current weights (no grad, eval mode): the "old"
-        logprobs (``action_log_probs``) of a PPO update."""
-        return batched_response_logprobs(self.model, batch, micro_batch_size, self.temperature, self.sample_packing)
+        logprobs (``action_log_probs``) of a PPO update. Returned on the CPU, whatever the model's device."""
+        return self._logprobs(batch.to(self.device), micro_batch_size).cpu()
+
+    def _logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
+        return batched_response_logprobs(
+            self.model, batch, micro_batch_size, self.temperature, self.sample_packing, self.uniform_forwards
+        )
 
     def forward_backward(self, mini_batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
         """See `TrainableWorker.forward_backward`. With sample packing, a prefix all rows of the mini-batch share is
         computed once for all micro-batches; each micro-batch's backward stops at its keys and values, and the summed
         gradient goes through the prefix's layers once at the end (`SharedPrefix`, ``for_micro_batches``): the same
         gradient as computing it per micro-batch."""
-        if not (self.sample_packing and self._share_prefix_in_update):
+        if not self.sample_packing or self.uniform_forwards:
             return super().forward_backward(mini_batch, micro_batch_size)
         self.model.train()
         self._mini_batch_prefix = batch_prefix(self.model, mini_batch, for_micro_batches=True)
@@ -182,7 +185,7 @@ class PolicyWorker(TrainableWorker):
             self.temperature,
             with_entropy=True,
             entropy_grad=algo.use_entropy_loss,
-            share_prefix=self._share_prefix_in_update,
+            uniform=self.uniform_forwards,
             pack=self.sample_packing,
             prefix=self._mini_batch_prefix,
         )
@@ -264,6 +267,7 @@ class PolicyWorker(TrainableWorker):
                 "engine returned no logprobs of the sampled tokens (generator.sampling_params.logprobs must be 0, and "
                 "a custom generator must fill GeneratorOutput.rollout_logprobs)"
             )
+        batch = batch.to(self.device)
         from_forward = "action_log_probs" not in batch
         if from_forward:
             if update_epochs != 1 or mini_batch_size < batch.batch_size:
@@ -277,7 +281,7 @@ class PolicyWorker(TrainableWorker):
                     "the policy has dropout, so its training forward is not the old policy's: computing the old "
                     "logprobs with a separate eval-mode forward inside the update"
                 )
-                batch["action_log_probs"] = self.compute_logprobs(batch, micro_batch_size)
+                batch["action_log_probs"] = self._logprobs(batch, micro_batch_size)
                 from_forward = False
             else:
                 batch["action_log_probs"] = torch.zeros_like(batch["loss_mask"], dtype=torch.float32)

@@ -32,13 +32,21 @@ class RefWorker:
     """One process (``RefWorkerGroup`` spreads the forward over its data-parallel ranks)."""
 
     def __init__(
-        self, model: nn.Module, temperature: float = 1.0, *, disable_adapter: bool = False, sample_packing: bool = False
+        self,
+        model: nn.Module,
+        temperature: float = 1.0,
+        *,
+        disable_adapter: bool = False,
+        sample_packing: bool = False,
+        uniform_forwards: bool = False,
     ):
         self.model = model
         self.temperature = temperature
         self.disable_adapter = disable_adapter
         self.sample_packing = sample_packing
         """Pack each micro-batch's rows without padding in the forward passes (``trainer.use_sample_packing``)."""
+        self.uniform_forwards = uniform_forwards
+        """The same forwards on every rank whatever its rows (an FSDP2-sharded model; see ``TrainableWorker``)."""
 
     @classmethod
     def from_pretrained(
@@ -61,7 +69,13 @@ class RefWorker:
         """The LoRA policy's module with its adapter disabled during reference forward passes."""
         if not policy.uses_lora:
             raise ValueError("sharing_policy needs a LoRA policy; without LoRA the policy's weights change")
-        return cls(policy.model, policy.temperature, disable_adapter=True, sample_packing=policy.sample_packing)
+        return cls(
+            policy.model,
+            policy.temperature,
+            disable_adapter=True,
+            sample_packing=policy.sample_packing,
+            uniform_forwards=policy.uniform_forwards,
+        )
 
     @classmethod
     def for_policy(cls, policy: PolicyWorker, ref_config: RefConfig) -> RefWorker:
@@ -90,11 +104,24 @@ class RefWorker:
             sample_packing=policy.sample_packing,
         )
 
+    @property
+    def device(self) -> torch.device:
+        """Where the model's parameters live: batches are moved there, results come back on the CPU."""
+        return next(self.model.parameters()).device
+
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
-        """Reference logprobs ``[B, R]`` of the response tokens (no grad). With the policy's adapter disabled, the
-        shared module computes with other weights meanwhile, so its ``WeightVersion`` changes around the pass."""
-        args = (self.model, batch, micro_batch_size, self.temperature, self.sample_packing)
+        """Reference logprobs ``[B, R]`` of the response tokens (no grad), on the CPU. With the policy's adapter
+        disabled, the shared module computes with other weights meanwhile, so its ``WeightVersion`` changes around
+        the pass."""
+        args = (
+            self.model,
+            batch.to(self.device),
+            micro_batch_size,
+            self.temperature,
+            self.sample_packing,
+            self.uniform_forwards,
+        )
         if not self.disable_adapter:
-            return batched_response_logprobs(*args)
+            return batched_response_logprobs(*args).cpu()
         with self.model.disable_adapter(), WeightVersion.of(self.model).changed():
-            return batched_response_logprobs(*args)
+            return batched_response_logprobs(*args).cpu()

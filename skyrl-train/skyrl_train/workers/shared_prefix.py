@@ -31,6 +31,13 @@ def shared_prefix_length(seqs: torch.Tensor, mask: torch.Tensor, end: int) -> in
     return int(differs.long().argmax()) if bool(differs.any()) else span
 
 
+def recomputes_layers(model: nn.Module) -> bool:
+    """Whether ``model``'s forward in its current mode recomputes layers in the backward: activation checkpointing
+    is on (a module's ``gradient_checkpointing`` flag, as transformers sets it) and the model is in training mode
+    (layers checkpoint only then). Such layers run without a KV cache, so they cannot read a shared prefix."""
+    return model.training and any(getattr(module, "gradient_checkpointing", False) for module in model.modules())
+
+
 def has_active_dropout(model: nn.Module) -> bool:
     """Whether ``model``'s training-mode forward is random: a dropout module with ``p > 0`` (peft's LoRA dropout) or
     a dropout probability > 0 in its config (transformers applies attention dropout without a module)."""
@@ -76,9 +83,9 @@ class SharedPrefix:
         cls, model: nn.Module, seqs: torch.Tensor, mask: torch.Tensor, keep: int, for_micro_batches: bool = False
     ) -> SharedPrefix | None:
         """The prefix all rows of left-padded ``seqs`` share before their last ``keep`` columns, or None when it is
-        shorter than `MIN_SHARED_PREFIX`, there is one row, or the model recomputes layers (activation
-        checkpointing cannot carry a cache)."""
-        if seqs.shape[0] < 2 or getattr(model, "is_activation_checkpointing", False):
+        shorter than `MIN_SHARED_PREFIX`, there is one row, or the model recomputes layers (`recomputes_layers`:
+        activation checkpointing cannot carry a cache)."""
+        if seqs.shape[0] < 2 or recomputes_layers(model):
             return None
         shared = shared_prefix_length(seqs, mask, seqs.shape[1] - keep)
         if shared < MIN_SHARED_PREFIX:

@@ -123,7 +123,9 @@ class TrainableWorker:
     """A model with AdamW and an HF LR scheduler, trained by ``ppo_train``; subclasses define the loss.
 
     Subclasses implement ``_loss_normalizer`` and ``_micro_batch_loss``. Public methods take and return
-    ``TrainingInputBatch`` objects and flat metric dicts, so a multi-process strategy can drive them per rank.
+    ``TrainingInputBatch`` objects and flat metric dicts, so a multi-process strategy can drive them per rank. The
+    worker boundary moves devices: batches may arrive on any device (the trainer's are on the CPU) and are moved to
+    the model's ``device``; tensors come back on the CPU.
     """
 
     metric_prefix: ClassVar[str]
@@ -163,6 +165,10 @@ class TrainableWorker:
 
     # ----------------------------------------------------------------------------------------- subclass hooks
 
+    uniform_forwards: ClassVar[bool] = False
+    """Whether every forward must run the same on every rank whatever its rows (FSDP2: forwards are collectives), so
+    no prompt prefix is shared and no forward is skipped (`forward.response_logprobs`'s ``uniform``)."""
+
     _gradient_scale: int = 1
     """Factor on each micro-batch loss before backward: the data-parallel world size when the gradient reduction
     averages over ranks (FSDP2), so that the result is the sum of the ranks' exact shares."""
@@ -193,6 +199,11 @@ class TrainableWorker:
         return not bool(micro_batch["loss_mask"].any())
 
     # ----------------------------------------------------------------------------------------- training
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's parameters (this rank's shards with FSDP2) live, and batches are moved to."""
+        return next(self.model.parameters()).device
 
     @property
     def lr(self) -> float:
@@ -269,6 +280,7 @@ class TrainableWorker:
         step metrics averaged over steps (min / max for ``_min`` / ``_max`` keys), ``skipped_steps`` (optimizer
         steps skipped for a non-finite gradient) and ``empty_loss_mask_skips`` (mini-batches skipped) as counts.
         """
+        batch = batch.to(self.device)
         steps, empty_skips = self._run_update(batch, mini_batch_size, micro_batch_size, update_epochs)
         metrics = aggregate_step_metrics([step for step, _ in steps])
         metrics["skipped_steps"] = float(sum(step["skipped_steps"] for step, _ in steps))
@@ -321,7 +333,9 @@ class TrainableWorker:
         """Write trainable weights, optimizer, scheduler and RNG states (layout in the module docstring)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        save_file({name: p.detach().contiguous() for name, p in self._trainable.items()}, str(folder / MODEL_FILE))
+        save_file(
+            {name: p.detach().contiguous().cpu() for name, p in self._trainable.items()}, str(folder / MODEL_FILE)
+        )
         torch.save(self.optimizer.state_dict(), folder / OPTIMIZER_FILE)
         torch.save({"scheduler": self.scheduler.state_dict(), "rng": _rng_state()}, folder / EXTRA_STATE_FILE)
         self.model.config.save_pretrained(folder / HF_DIR)

@@ -271,6 +271,9 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
         "skyrl-train/tests/dataset/test_dataloader.py::test_a_different_seed_gives_a_different_order"
     ),
     "trainer.bf16": ShownBy(_WORKERS),
+    "trainer.device": ShownBy(
+        "skyrl-train/tests/config/test_key_effects.py::test_device_and_an_unset_bf16_place_the_workers_and_pick_their_dtype"
+    ),
     "trainer.cpu_threads": ShownBy(
         "skyrl-train/tests/config/test_key_effects.py::test_cpu_threads_is_the_thread_count_of_the_engines_forward_passes"
     ),
@@ -426,7 +429,10 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "generator.inference_engine_expert_parallel_size": Refused("2"),
     "generator.inference_engine_data_parallel_size": ShownBy(_REMOTE_ENGINES),
     "generator.weight_sync_backend": ShownBy(_WEIGHT_SYNC_KEYS),
-    "generator.weight_transfer_threshold_cuda_ipc_GB": Refused("0.5"),
+    "generator.weight_transfer_threshold_cuda_ipc_GB": ShownBy(
+        "skyrl-train/tests/config/test_key_effects.py::"
+        "test_the_cuda_ipc_threshold_is_the_chunk_size_of_a_cuda_ipc_weight_sync"
+    ),
     "generator.vllm_v1_disable_multiproc": Refused("false"),
     "generator.enable_chunked_prefill": ShownBy(_ENGINE_ARGS),
     "generator.max_num_batched_tokens": ShownBy(_ENGINE_ARGS),

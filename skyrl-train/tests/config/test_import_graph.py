@@ -20,8 +20,9 @@ CONFIG_MODULES = sorted(f"skyrl_train.config.{p.stem}" for p in CONFIG_DIR.glob(
 # Modules outside the package the config reads: SamplingParams (the engine's dataclass is the schema of
 # generator.sampling_params), the extra sampling keys the vLLM backend passes on (vllm.translate, which imports only
 # base) and the registries of advantage estimators and policy losses (names checked by validate_cfg, imported when
-# it runs).
+# it runs), and the device names `trainer.device` accepts (utils.device, which imports torch only when called).
 ALLOWED_OUTSIDE = {
+    "skyrl_train.utils.device",
     "skyrl_train.inference_engines.base",
     "skyrl_train.inference_engines.vllm.translate",
     "skyrl_train.algorithms.registry",

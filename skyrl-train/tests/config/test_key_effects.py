@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import urllib.request
 
 import pytest
 import torch
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
-from skyrl_train.config import load_config
+from skyrl_train.config import ConfigError, load_config
 from skyrl_train.config.schema import (
     AlgorithmConfig,
     CriticConfig,
@@ -29,7 +30,7 @@ from skyrl_train.inference_engines.base import SamplingParams
 from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES
 from skyrl_train.models import load_causal_lm, load_tokenizer
 from skyrl_train.storage.settings import S3Settings
-from skyrl_train.testing import tiny_model_path
+from skyrl_train.testing import on_every_device, tiny_model_path
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
@@ -161,6 +162,50 @@ def test_paths_bf16_and_checkpointing_decide_the_workers(tiny, tmp_path):
     assert layer.gradient_checkpointing and layer._gradient_checkpointing_func.keywords == {"use_reentrant": True}
     _, no_ref, no_critic = experiment(tiny, tmp_path, "trainer.algorithm.use_kl_loss=false").get_workers(10)
     assert (no_ref, no_critic) == (None, None)
+
+
+@on_every_device
+def test_device_and_an_unset_bf16_place_the_workers_and_pick_their_dtype(tiny, tmp_path, device, caplog):
+    exp = experiment(
+        tiny, tmp_path, f"trainer.device={device}", "trainer.bf16=null", f"trainer.critic.model.path={tiny}"
+    )
+    with caplog.at_level(logging.INFO, logger="skyrl_train.entrypoints.main_base"):
+        exp.log_device()
+    policy, _, critic = exp.get_workers(10)
+    expected_dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    for worker in (policy, critic):
+        param = next(worker.model.parameters())
+        assert (param.device.type, param.dtype) == (device, expected_dtype)
+    dtype_name = str(expected_dtype).removeprefix("torch.")
+    assert (
+        f"(trainer.device={device}) in {dtype_name} (trainer.bf16 unset: bf16 on CUDA, fp32 on the CPU)" in caplog.text
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_a_cuda_device_on_a_machine_without_one_stops_the_run_before_anything_loads(tiny, tmp_path):
+    with pytest.raises(ValueError, match=r"trainer.device=cuda but this process sees 0 CUDA device\(s\)"):
+        experiment(tiny, tmp_path, "trainer.device=cuda")
+
+
+@pytest.mark.parametrize("gib", [1.0, 0.25])
+def test_the_cuda_ipc_threshold_is_the_chunk_size_of_a_cuda_ipc_weight_sync(tiny, tmp_path, gib):
+    # Full fine-tuning, nccl and vLLM engines colocated with the fsdp2 policy: upstream's CUDA IPC case.
+    exp = experiment(
+        tiny,
+        tmp_path,
+        "trainer.strategy=fsdp2",
+        "generator.backend=vllm",
+        "trainer.algorithm.use_kl_loss=false",
+        f"generator.weight_transfer_threshold_cuda_ipc_GB={gib}",
+    )
+    sender = exp.get_weight_sync(engine=None, policy=None)
+    assert (sender.mode, sender.chunk_bytes) == ("cuda_ipc", int(gib * 2**30))
+
+
+def test_the_cuda_ipc_threshold_is_refused_where_no_cuda_ipc_sync_runs(tiny):
+    with pytest.raises(ConfigError, match=r"weight_transfer_threshold_cuda_ipc_GB=0.5 has no effect in this config"):
+        load_config([f"trainer.policy.model.path={tiny}", "generator.weight_transfer_threshold_cuda_ipc_GB=0.5"])
 
 
 @pytest.mark.parametrize("caching", [True, False])

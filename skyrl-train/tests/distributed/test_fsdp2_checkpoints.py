@@ -1,8 +1,9 @@
 """FSDP2 checkpoints, HF export and the driver's inference copy, on a real local Ray cluster (slow, ~2 min).
 
-One LoRA policy trains a step on 2 gloo ranks; the driver's copy (what the hf engine generates from) follows it;
-the sharded checkpoint resumes on ONE rank with the same weights and optimizer state, so the next step matches
-the 2-rank run's next step; the HF export from rank 0 is the merged model.
+One LoRA policy trains a step on the machine's ranks (``machine_ranks``: 2 gloo ranks on CPU, one per GPU on a GPU
+machine); the driver's copy (what the hf engine generates from) follows it; the sharded checkpoint resumes on ONE
+rank with the same weights and optimizer state, so the next step matches the multi-rank run's next step; the HF
+export from rank 0 is the merged model. Skipped on a machine that gives fewer than 2 ranks (nothing to reshard).
 """
 
 from __future__ import annotations
@@ -16,10 +17,18 @@ from skyrl_train.distributed.fsdp_workers import DCP_DIR
 from skyrl_train.distributed.worker_groups import build_fsdp_workers
 from skyrl_train.models import load_causal_lm
 from skyrl_train.testing import tiny_model_path
-from skyrl_train.testing_ray import local_ray  # noqa: F401
+from skyrl_train.testing_ray import local_ray, machine_ranks  # noqa: F401
 from skyrl_train.workers import batched_response_logprobs
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]
+RANKS = machine_ranks()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.gpu,
+    pytest.mark.usefixtures("local_ray"),
+    pytest.mark.skipif(
+        RANKS < 2, reason=f"resharding onto one rank needs 2 ranks to save on; this machine gives {RANKS}"
+    ),
+]
 
 
 def lora_config(workers: int) -> TrainerConfig:
@@ -47,9 +56,9 @@ def test_checkpoint_resumes_on_one_rank_and_the_driver_copy_and_export_follow_th
     tmp_path, make_batch, assert_close
 ):
     batch = make_batch()
-    policy, _, _ = build_fsdp_workers(lora_config(2), temperature=1.0, num_training_steps=10)
+    policy, _, _ = build_fsdp_workers(lora_config(RANKS), temperature=1.0, num_training_steps=10)
     try:
-        copy = DriverPolicyCopy(lora_config(2).policy, policy)
+        copy = DriverPolicyCopy(lora_config(RANKS).policy, policy)
         train_step(policy, batch)
         copy.sync()
         after_one_step = policy.trainable_state_dict()
@@ -63,7 +72,7 @@ def test_checkpoint_resumes_on_one_rank_and_the_driver_copy_and_export_follow_th
         policy.actors.kill()
 
     shards = sorted(p.name for p in (tmp_path / "ckpt" / DCP_DIR).iterdir())
-    assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert shards == [".metadata", *(f"__{rank}_0.distcp" for rank in range(RANKS))]
     exported = load_causal_lm(tmp_path / "hf")
     assert_close(
         batched_response_logprobs(exported, batch, 2, 1.0),

@@ -1,10 +1,11 @@
-"""Acceptance: on a real local Ray cluster, ``fsdp2`` over 2 gloo processes trains exactly like ``single``.
+"""Acceptance: on a real local Ray cluster, ``fsdp2`` trains exactly like ``single``, over the machine's ranks
+(``machine_ranks``: 2 gloo processes on CPU, one rank per GPU on a GPU machine).
 
 Same tiny model, seed and batch: the old and reference logprobs, the PPO metrics (loss, grad norm, clip ratio,
 ...) and the updated weights agree within 1e-5 (relative; per tensor for tensors), for LoRA and for full
-fine-tuning. The batch is split
-into 2 mini-batches (2 optimizer steps) of 2 micro-batches per rank, so the global normaliser, the summed gradient
-and the clipping over sharded gradients are all exercised.
+fine-tuning. The batch is split into 2 mini-batches (2 optimizer steps) of 4 / ranks micro-batches per rank, so
+with 2 ranks the global normaliser, the summed gradient and the clipping over sharded gradients are all exercised.
+The cases whose point is the split over ranks are skipped on a machine that gives fewer than 2.
 """
 
 from __future__ import annotations
@@ -15,23 +16,30 @@ import torch
 from skyrl_train.config.schema import TrainerConfig
 from skyrl_train.distributed.worker_groups import build_fsdp_workers
 from skyrl_train.testing import tiny_model_path
-from skyrl_train.testing_ray import local_ray  # noqa: F401
+from skyrl_train.testing_ray import local_ray, machine_ranks  # noqa: F401
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.usefixtures("local_ray")]
 
 MINI_BATCH, MICRO_BATCH = 4, 1
 RTOL = 1e-5
+RANKS = machine_ranks(at_most=MINI_BATCH)
+"""Policy ranks (they must divide the mini-batch)."""
+NEEDS_TWO_RANKS = pytest.mark.skipif(
+    RANKS < 2, reason=f"its point is the split over 2 ranks; this machine gives {RANKS}"
+)
 
 
-def trainer_config(lora_rank: int, use_kl_loss: bool, fsdp_size: int, reshard_after_forward: bool) -> TrainerConfig:
+def trainer_config(
+    lora_rank: int, use_kl_loss: bool, fsdp_size: int, reshard_after_forward: bool, ranks: int = RANKS
+) -> TrainerConfig:
     t = TrainerConfig()
     t.policy.fsdp_config.fsdp_size = fsdp_size
     t.policy.fsdp_config.reshard_after_forward = reshard_after_forward
     t.strategy = "fsdp2"
     t.placement.colocate_all = False
-    t.placement.policy_num_gpus_per_node = 2
+    t.placement.policy_num_gpus_per_node = ranks
     t.policy.model.path = t.ref.model.path = tiny_model_path()
     t.policy.model.lora.rank = lora_rank
     t.policy.model.lora.alpha = 16
@@ -71,8 +79,8 @@ def run_single(t: TrainerConfig, batch: TrainingInputBatch) -> tuple[dict, dict,
     [
         (8, True, -1, True, ()),
         (0, False, -1, True, ()),
-        (8, False, 1, False, ()),
-        (8, False, -1, True, (0, 2, 3)),
+        pytest.param(8, False, 1, False, (), marks=NEEDS_TWO_RANKS),
+        pytest.param(8, False, -1, True, (0, 2, 3), marks=NEEDS_TWO_RANKS),
     ],
     ids=["lora-kl", "full", "lora-hsdp-no-reshard", "lora-zero-advantage-rows"],
 )
@@ -85,9 +93,9 @@ def test_fsdp2_step_equals_single_step(
     make_batch,
     assert_close,
 ):
-    """``fsdp_size=1`` over 2 ranks is HSDP: each rank holds whole weights and gradients are all-reduced. Rows with
-    zero advantages: in the first mini-batch (rows 0-1 on rank 0, 2-3 on rank 1) both ranks' first micro-batch skips
-    its backward, and the second runs on both, as rank 0's row 1 needs it."""
+    """``fsdp_size=1`` over several ranks is HSDP: each rank holds whole weights and gradients are all-reduced. Rows
+    with zero advantages: with 2 ranks, in the first mini-batch (rows 0-1 on rank 0, 2-3 on rank 1) both ranks' first
+    micro-batch skips its backward, and the second runs on both, as rank 0's row 1 needs it."""
     t = trainer_config(lora_rank, use_kl_loss, fsdp_size, reshard_after_forward)
 
     def make_batch_with_zeros() -> TrainingInputBatch:
@@ -100,7 +108,7 @@ def test_fsdp2_step_equals_single_step(
 
     policy, ref, critic = build_fsdp_workers(t, temperature=1.0, num_training_steps=10)
     try:
-        assert critic is None and (ref is not None) == use_kl_loss and policy.world_size == 2
+        assert critic is None and (ref is not None) == use_kl_loss and policy.world_size == RANKS
         batch = make_batch_with_zeros()
         batch["action_log_probs"] = policy.compute_logprobs(batch, MICRO_BATCH)
         assert_close(batch["action_log_probs"], single_batch["action_log_probs"], "old logprobs")
@@ -128,12 +136,18 @@ def test_fsdp2_step_equals_single_step(
     assert any(not torch.equal(weights[name], value) for name, value in initial_weights.items())
 
 
+CRITIC_RANKS = machine_ranks(groups=2, at_most=MINI_BATCH)
+"""Ranks of each of the two groups (policy and ref; critic), which take GPUs of their own."""
+
+
+@pytest.mark.skipif(CRITIC_RANKS == 0, reason="the critic's group needs GPUs of its own: 2 GPUs at least")
 def test_fsdp2_critic_and_separate_ref_equal_single(make_batch, assert_close):
     """Full fine-tuning with a KL term and a critic: a ref group sharing the policy's bundles (0.75 / 0.25) and a
-    critic group of its own, each on 2 ranks; ref logprobs, values, the critic update and its weights match."""
-    t = trainer_config(0, True, -1, True)
+    critic group of its own, each on `CRITIC_RANKS` ranks; ref logprobs, values, the critic update and its weights
+    match."""
+    t = trainer_config(0, True, -1, True, ranks=CRITIC_RANKS)
     t.placement.colocate_policy_ref = True
-    t.placement.ref_num_gpus_per_node = t.placement.critic_num_gpus_per_node = 2
+    t.placement.ref_num_gpus_per_node = t.placement.critic_num_gpus_per_node = CRITIC_RANKS
     t.critic.model.path = t.policy.model.path
     t.critic.optimizer_config.weight_decay, t.critic.optimizer_config.scheduler = 0.0, "constant"
     single_batch = make_batch()

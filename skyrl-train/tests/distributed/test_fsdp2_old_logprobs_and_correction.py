@@ -1,6 +1,7 @@
-"""On a real local Ray cluster, ``fsdp2`` over 2 gloo processes: a one-step update that takes its old logprobs from its
-own forward, with the off-policy correction on, equals the single-process update with separately computed old
-logprobs: loss, every metric (the correction's token and row fractions reduced across ranks) and the weights.
+"""On a real local Ray cluster, ``fsdp2`` over the machine's ranks (``machine_ranks``: 2 gloo processes on CPU, one
+rank per GPU on a GPU machine): a one-step update that takes its old logprobs from its own forward, with the
+off-policy correction on, equals the single-process update with separately computed old logprobs: loss, every metric
+(the correction's token and row fractions, reduced across the ranks when there are several) and the weights.
 
 The 8-row batch of ``conftest`` (row 5 has no loss token, so 7 rows count in the row fractions) with rollout
 logprobs that give each row one importance ratio (``ROW_RATIOS``); token TIS (cap 2) and the product mask
@@ -15,13 +16,15 @@ import torch
 from skyrl_train.config.schema import TrainerConfig
 from skyrl_train.distributed.worker_groups import build_fsdp_workers
 from skyrl_train.testing import tiny_model_path
-from skyrl_train.testing_ray import local_ray  # noqa: F401
+from skyrl_train.testing_ray import local_ray, machine_ranks  # noqa: F401
 from skyrl_train.workers import PolicyWorker
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.usefixtures("local_ray")]
 
 ROWS = 8
 MICRO_BATCH = 2
+RANKS = machine_ranks(at_most=ROWS // MICRO_BATCH)
+"""Policy ranks (each takes whole micro-batches of the one mini-batch)."""
 ROW_RATIOS = torch.tensor([3.0, 0.5, 1.0, 1.5, 1.2, 0.9, 2.5, 1.0])
 FROM_FORWARD = "policy/old_logprobs_from_update_forward"
 
@@ -30,7 +33,7 @@ def trainer_config(lora_rank: int) -> TrainerConfig:
     t = TrainerConfig()
     t.strategy = "fsdp2"
     t.placement.colocate_all = False
-    t.placement.policy_num_gpus_per_node = 2
+    t.placement.policy_num_gpus_per_node = RANKS
     t.policy.model.path = tiny_model_path()
     t.policy.model.lora.rank = lora_rank
     t.policy.model.lora.alpha = 16

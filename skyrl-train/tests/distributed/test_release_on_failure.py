@@ -1,6 +1,6 @@
 """An fsdp2 run that fails inside a process that keeps running releases its Ray actors and placement groups.
 
-Slow (~1 min on 2 cores: each case starts 2 policy actors on a local Ray cluster):
+Slow (~1 min on 2 cores: each case starts the machine's policy ranks, 2 on CPU, on a local Ray cluster):
 `pytest -m slow skyrl-train/tests/distributed/test_release_on_failure.py`.
 
 The run is `BasePPOExp.run` in this process (the driver stays alive, as in a notebook or a sweep); it fails once
@@ -21,9 +21,13 @@ from skyrl_train.config.schema import PlacementConfig
 from skyrl_train.distributed.placement import create_placement_groups, plan_placement
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.testing import tiny_model_path
-from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, local_ray  # noqa: F401
+from skyrl_train.testing_ray import fsdp2_overrides, local_ray, machine_ranks  # noqa: F401
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.usefixtures("local_ray")]
+
+RANKS = machine_ranks()
+WITH_CRITIC_RANKS = machine_ranks(groups=2)
+"""Ranks of the policy and of the critic, whose groups take GPUs of their own."""
 
 
 class GeneratorFails(BasePPOExp):
@@ -35,7 +39,8 @@ def config(tmp_path, *extra: str):
     write_dataset(generate_dataset(train_size=4, val_size=0, seed=1, few_shot=0), tmp_path / "data")
     return load_config(
         [
-            *FSDP2_CPU_OVERRIDES,
+            *fsdp2_overrides(),
+            f"trainer.placement.policy_num_gpus_per_node={RANKS}",
             f"data.train_data=[{tmp_path / 'data' / 'train.parquet'}]",
             "data.val_data=[]",
             f"trainer.policy.model.path={tiny_model_path()}",
@@ -67,11 +72,13 @@ def test_a_failure_after_the_workers_are_built_releases_them(tmp_path):
     assert held_by_the_cluster() == ([], [])
 
 
+@pytest.mark.skipif(WITH_CRITIC_RANKS == 0, reason="the critic's group needs GPUs of its own: 2 GPUs at least")
 def test_a_failure_while_the_workers_are_built_releases_the_ones_already_started(tmp_path):
     cfg = config(
         tmp_path,
         f"trainer.critic.model.path={tmp_path / 'no_such_model'}",
-        "trainer.placement.critic_num_gpus_per_node=2",
+        f"trainer.placement.policy_num_gpus_per_node={WITH_CRITIC_RANKS}",
+        f"trainer.placement.critic_num_gpus_per_node={WITH_CRITIC_RANKS}",
         "trainer.critic_mini_batch_size=2",
         "trainer.algorithm.advantage_estimator=gae",
     )
@@ -82,7 +89,7 @@ def test_a_failure_while_the_workers_are_built_releases_the_ones_already_started
 
 def test_a_plan_the_cluster_cannot_hold_releases_the_groups_already_reserved():
     cfg = PlacementConfig(colocate_all=False, colocate_policy_ref=False, policy_num_gpus_per_node=2)
-    cfg.critic_num_gpus_per_node = 64  # the local cluster has 4 CPUs
-    with pytest.raises(TimeoutError, match="could not reserve 64 bundles"):
+    cfg.critic_num_gpus_per_node = 64  # more CPUs than the local cluster has
+    with pytest.raises(TimeoutError, match="could not reserve 64 bundles .* for the fsdp2 critic workers"):
         create_placement_groups(plan_placement(cfg, ["policy", "critic"], use_gpu=False), timeout_s=3)
     assert held_by_the_cluster() == ([], [])

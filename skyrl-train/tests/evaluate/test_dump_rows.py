@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from skyrl_gym import InfraFailure, InfraFailureReason
 from skyrl_train.evaluate import dump_eval_results
 from skyrl_train.generators.base import GeneratorOutput, TrajectoryConversation, TrajectoryID
 from skyrl_train.testing import tiny_model, tiny_tokenizer  # noqa: F401
@@ -131,3 +132,10 @@ def test_a_row_names_the_weight_version_that_generated_it(tmp_path, tiny_tokeniz
 def test_an_unknown_weight_version_is_left_out(tmp_path, tiny_tokenizer):  # noqa: F811
     row, _ = dump_one(tmp_path, tiny_tokenizer, one_row_output(tiny_tokenizer, weight_versions=[None]))
     assert "weight_version" not in row
+
+
+def test_a_row_carries_the_infrastructure_failure_its_trajectory_ended_in(tmp_path, tiny_tokenizer):  # noqa: F811
+    failure = InfraFailure(InfraFailureReason.ENV_STEP_FAILED, "ConnectionError: tool server crashed")
+    output = one_row_output(tiny_tokenizer, stop_reasons=["env_step_failed"], infra_failures=[failure])
+    row, _ = dump_one(tmp_path, tiny_tokenizer, output)
+    assert row["infra_failure"] == {"reason": "env_step_failed", "error": "ConnectionError: tool server crashed"}

@@ -3,6 +3,7 @@ carries the weight version that generated it; re-tokenised turns from text-only 
 
 from __future__ import annotations
 
+from skyrl_gym import InfraFailure, InfraFailureReason
 from skyrl_train.inference_engines.client import EngineUnavailableError
 
 from .test_failures import EOS, FOUR, OBS_TRY, THREE
@@ -18,7 +19,9 @@ async def test_an_unreachable_engine_mid_episode_keeps_the_turns_so_far_masked(m
     assert out["response_ids"] == [THREE + [EOS]]
     assert out["loss_masks"] == [[0] * 6]
     assert out["env_metrics"][0]["engine_failed"] == 1
-    assert out["env_metrics"][0]["infra_error"] == f"EngineUnavailableError: {UNREACHABLE}"
+    assert out["infra_failures"] == [
+        InfraFailure(InfraFailureReason.ENGINE_FAILED, f"EngineUnavailableError: {UNREACHABLE}")
+    ]
     assert out["rollout_metrics"]["generate/engine_failures"] == 1
     assert out["rollout_metrics"]["generate/stop_reason/engine_failed"] == 1
 

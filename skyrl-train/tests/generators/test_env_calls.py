@@ -6,9 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-EOS = 2
-FOUR = [1589, 314, 216, 36, 30]
-"""It is 4."""
+from .test_failures import EOS, FOUR, OBS_TRY, THREE
 
 
 async def test_async_env_hooks_are_awaited_on_the_event_loop(make_generator, batch, step, scripted_envs):
@@ -81,3 +79,13 @@ async def test_env_init_can_rewrite_the_prompt(make_generator, batch, step, toke
         "<|im_start|>system\nAnswer briefly.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
+
+
+async def test_an_env_that_never_ends_is_stopped_after_max_turns(make_generator, batch, step):
+    # The scripted env ignores max_turns: the generator's turn count ends the episode after turn 2.
+    generator, engine = make_generator([THREE + [EOS]] * 3, max_turns=2)
+    out = await generator.generate(batch(script=[step(0.25, observation="Try again.")] * 3))
+    assert len(engine.calls) == 2
+    assert out["stop_reasons"] == ["stop"]  # the last turn's own stop reason, as when an env ends the episode
+    assert out["response_ids"] == [THREE + [EOS] + OBS_TRY + THREE + [EOS]]
+    assert out["rewards"] == [[0.0] * 5 + [0.25] + [0.0] * 18 + [0.25]]

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from skyrl_gym import InfraFailure, InfraFailureReason
+
 PROMPT_LEN = 37
 """Length of the templated "What is 2+2?" prompt."""
 EOS = 2
@@ -33,7 +35,8 @@ async def test_unknown_env_class_gives_a_placeholder(make_generator, batch):
     out = await generator.generate(batch(env_class="no_such_env"))
     assert out["stop_reasons"] == ["env_init_failed"]
     assert out["rollout_metrics"]["environment/no_such_env/env_init_failures"] == 1
-    assert "no_such_env" in out["env_metrics"][0]["infra_error"]
+    assert out["infra_failures"][0].reason == InfraFailureReason.ENV_INIT_FAILED
+    assert "no_such_env" in out["infra_failures"][0].error
 
 
 @pytest.mark.parametrize("env_class", ["test_scripted", "test_scripted_async"])
@@ -42,9 +45,9 @@ async def test_env_init_failure_gives_a_placeholder_and_closes_the_env(make_gene
     out = await generator.generate(batch(env_class=env_class, fail_in="init"))
     assert out["stop_reasons"] == ["env_init_failed"]
     assert (out["response_ids"], out["loss_masks"], out["rewards"]) == ([[EOS]], [[0]], [[0.0]])
+    assert out["infra_failures"] == [InfraFailure(InfraFailureReason.ENV_INIT_FAILED, "RuntimeError: env init failed")]
     assert out["env_metrics"] == [
         {
-            "infra_error": "RuntimeError: env init failed",
             "empty_responses": 0,
             "env_init_failed": 1,
             "env_step_failed": 0,
@@ -77,7 +80,9 @@ async def test_env_step_failure_keeps_the_turns_but_masks_them(make_generator, b
     assert out["loss_masks"] == [[0] * 25]
     assert out["rewards"] == [[0.0] * 5 + [0.5] + [0.0] * 19]
     assert out["env_metrics"][0]["env_step_failed"] == 1
-    assert out["env_metrics"][0]["infra_error"] == "ConnectionError: tool server crashed"
+    assert out["infra_failures"] == [
+        InfraFailure(InfraFailureReason.ENV_STEP_FAILED, "ConnectionError: tool server crashed")
+    ]
     assert scripted_envs[0].close_calls == 1
 
 
@@ -89,7 +94,9 @@ async def test_async_env_step_past_the_budget_times_out(make_generator, batch, s
     assert out["stop_reasons"] == ["timeout"]
     assert (out["response_ids"], out["loss_masks"], out["rewards"]) == ([[EOS]], [[0]], [[0.0]])
     assert out["env_metrics"][0]["trajectory_timeout"] == 1
-    assert out["env_metrics"][0]["infra_error"] == "timed out after generator.trajectory_timeout_seconds=0.3"
+    assert out["infra_failures"] == [
+        InfraFailure(InfraFailureReason.TIMEOUT, "timed out after generator.trajectory_timeout_seconds=0.3")
+    ]
     assert scripted_envs[0].close_calls == 1
 
 

@@ -1,8 +1,9 @@
-"""An env that recovered from a tool-server failure flags the step (`metadata["infra_failure"]`): the episode runs
-to its end, then the trajectory gets stop reason `tool_server_failed`, a zeroed loss mask and its own counter."""
+"""An env that recovered from a tool-server failure flags the step (`infra_failure` in its output): the episode runs
+to its end, then the trajectory gets the reported reason as its stop reason, a zeroed loss mask and its counter."""
 
 from __future__ import annotations
 
+from skyrl_gym import InfraFailure, InfraFailureReason
 from skyrl_train.generators.base import TrajectoryID
 
 EOS = 2
@@ -12,11 +13,12 @@ FOUR = [1589, 314, 216, 36, 30]
 """It is 4."""
 OBS_TRY = [198, 1, 4093, 198, 20011, 1163, 30, 2, 198, 1, 520, 9531, 198]
 """\\n<|im_start|>user\\nTry again.<|im_end|>\\n<|im_start|>assistant\\n"""
+CRASH = InfraFailure(InfraFailureReason.TOOL_SERVER_FAILED, "the tool server 'toy' stopped responding")
 
 
 def crashed_then_done(step):
     flagged = step(0.0, observation="Try again.")
-    flagged["metadata"] = {"infra_failure": "tool_server_crashed"}
+    flagged["infra_failure"] = CRASH
     return [flagged, step(1.0, done=True)]
 
 
@@ -36,7 +38,6 @@ async def test_flagged_episode_keeps_env_metrics_and_counts_the_failure(make_gen
     assert out["env_metrics"] == [
         {
             "turns": 2,
-            "infra_error": "tool_server_crashed",
             "empty_responses": 0,
             "env_init_failed": 0,
             "env_step_failed": 0,
@@ -47,6 +48,7 @@ async def test_flagged_episode_keeps_env_metrics_and_counts_the_failure(make_gen
             "retokenized_turns": 0,
         }
     ]
+    assert out["infra_failures"] == [CRASH]
 
 
 async def test_rollout_metrics_count_it_as_an_infra_failure(make_generator, batch, step):
@@ -79,7 +81,7 @@ async def test_an_unflagged_episode_is_not_marked(make_generator, batch, step):
 
 async def test_a_failed_user_simulator_gets_its_own_stop_reason(make_generator, batch, step):
     flagged = step(0.0, observation="(the simulated user did not answer)")
-    flagged["metadata"] = {"infra_failure": "user_simulator_failed"}
+    flagged["infra_failure"] = InfraFailure(InfraFailureReason.USER_SIMULATOR_FAILED, "UserSimulatorError: 503")
     generator, _ = make_generator([THREE + [EOS], FOUR + [EOS]])
     out = await generator.generate(batch(script=[flagged, step(0.0, done=True)]))
     assert out["stop_reasons"] == ["user_simulator_failed"]

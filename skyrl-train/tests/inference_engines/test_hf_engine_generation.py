@@ -1,4 +1,5 @@
-"""What HFInferenceEngine generates: tokens, logprobs, stop reasons, sampling, batching (tiny random Llama)."""
+"""What HFInferenceEngine generates: tokens, logprobs, stop reasons, sampling, batching (tiny random Llama); greedy
+decoding, seeded sampling and prefix caching on every available device."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import random
 import pytest
 import torch
 
-from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams, StopReason
+from skyrl_gym.common.stop_reasons import StopReason
+from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams
 from skyrl_train.inference_engines.prefix_cache import BLOCK_TOKENS
+from skyrl_train.testing import on_every_device
 
-from .conftest import MODEL_KINDS, build_model
+from .conftest import MODEL_KINDS, build_model, model_input
 
 PROMPTS = ["Hello", "The capital of France is", "1 2 3 4 5 6 7 8 9 10 11 12", "Once upon a time, in a land far away,"]
 
@@ -34,20 +37,46 @@ async def after_decode_steps(engine, steps: int) -> None:
         await asyncio.sleep(0.0005)
 
 
+def full_forward_logits(model, prompt_ids: list[int], response_ids: list[int]) -> torch.Tensor:
+    """One plain forward over prompt + response: the logits [len(response), V] (on the CPU) that predict the
+    response tokens."""
+    with torch.no_grad():
+        logits = model(model_input(model, prompt_ids + response_ids)).logits[0, len(prompt_ids) - 1 : -1]
+    return logits.float().cpu()
+
+
 def full_forward_logprobs(model, prompt_ids: list[int], response_ids: list[int], temperature: float) -> torch.Tensor:
     """What the trainer computes: one forward over prompt + response, log_softmax(logits / T) at the response."""
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt_ids + response_ids])).logits[0, len(prompt_ids) - 1 : -1]
-    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
+    logprobs = torch.log_softmax(full_forward_logits(model, prompt_ids, response_ids) / temperature, dim=-1)
     return logprobs.gather(-1, torch.tensor(response_ids)[:, None]).squeeze(-1)
+
+
+def generate_alone(model, prompt_ids: list[int], max_tokens: int) -> list[int]:
+    """transformers' own greedy decoding of `prompt_ids` alone, `max_tokens` new tokens."""
+    output = model.generate(
+        input_ids=model_input(model, prompt_ids), max_new_tokens=max_tokens, min_new_tokens=max_tokens, do_sample=False
+    )
+    return output[0, len(prompt_ids) :].tolist()
 
 
 async def test_greedy_output_equals_model_generate_of_each_prompt_alone(engine, model, tiny_tokenizer):
     prompts = [token_ids(tiny_tokenizer, text) for text in PROMPTS]
     outputs = await asyncio.gather(*(generate_one(engine, p, greedy(12, ignore_eos=True)) for p in prompts))
     for prompt, output in zip(prompts, outputs, strict=True):
-        expected = model.generate(torch.tensor([prompt]), max_new_tokens=12, min_new_tokens=12, do_sample=False)
-        assert output["response_ids"] == expected[0, len(prompt) :].tolist()
+        assert output["response_ids"] == generate_alone(model, prompt, 12)
+    assert engine.stats.max_batch_size >= 2
+
+
+@on_every_device
+async def test_greedy_tokens_on_every_device_are_the_argmax_of_a_plain_cpu_forward_pass(
+    device, engine_on, model, tiny_tokenizer
+):
+    engine = engine_on(device)
+    prompts = [token_ids(tiny_tokenizer, text) for text in PROMPTS]
+    outputs = await asyncio.gather(*(generate_one(engine, p, greedy(12, ignore_eos=True)) for p in prompts))
+    for prompt, output in zip(prompts, outputs, strict=True):
+        argmax = full_forward_logits(model, prompt, output["response_ids"]).argmax(dim=-1)
+        assert output["response_ids"] == argmax.tolist()
     assert engine.stats.max_batch_size >= 2
 
 
@@ -102,7 +131,9 @@ async def test_logprobs_match_when_requests_queue_for_a_full_batch_and_outgrow_t
     assert engine.stats.max_batch_size == 4
 
 
-async def test_seeded_sampling_is_reproducible_whatever_else_is_in_the_batch(engine, tiny_tokenizer):
+@on_every_device
+async def test_seeded_sampling_is_reproducible_whatever_else_is_in_the_batch(device, engine_on, tiny_tokenizer):
+    engine = engine_on(device)
     seeded = SamplingParams(temperature=1.0, max_generate_length=16, seed=1234, additional_kwargs={"ignore_eos": True})
     prompt = token_ids(tiny_tokenizer, PROMPTS[1])
     alone = await generate_one(engine, prompt, seeded)
@@ -112,6 +143,20 @@ async def test_seeded_sampling_is_reproducible_whatever_else_is_in_the_batch(eng
         generate_one(engine, prompt, seeded), *(generate_one(engine, p, unseeded) for p in others)
     )
     assert crowded["response_ids"] == alone["response_ids"]
+
+
+@on_every_device
+async def test_a_seeded_request_samples_the_tokens_of_a_cpu_engine_whatever_the_engine_seed(
+    device, engine_on, tiny_tokenizer
+):
+    seeded = SamplingParams(temperature=1.0, max_generate_length=16, seed=1234, additional_kwargs={"ignore_eos": True})
+    prompt = token_ids(tiny_tokenizer, PROMPTS[3])
+    on_device = await generate_one(engine_on(device, seed=1), prompt, seeded)
+    on_cpu = await generate_one(engine_on("cpu", seed=2), prompt, seeded)
+    assert on_device["response_ids"] == on_cpu["response_ids"]
+    torch.testing.assert_close(
+        torch.tensor(on_device["response_logprobs"]), torch.tensor(on_cpu["response_logprobs"]), atol=1e-4, rtol=0
+    )
 
 
 async def test_top_k_one_equals_greedy(engine, tiny_tokenizer):
@@ -236,8 +281,7 @@ async def test_a_group_prefills_its_shared_prefix_once_and_generates_what_each_p
     assert engine.stats.prompt_tokens == 4 * len(questions[0])
     assert engine.stats.prefilled_tokens == shared + 2 * (len(questions[0]) - shared)
     for prompt, response, logprobs in zip(prompts, output["response_ids"], output["response_logprobs"], strict=True):
-        expected = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=8, min_new_tokens=8, do_sample=False)
-        assert response == expected[0, len(prompt) :].tolist()
+        assert response == generate_alone(model, prompt, 8)
         assert_logprobs_match_full_forward(
             model, prompt, {"response_ids": response, "response_logprobs": logprobs}, temperature=1.0
         )
@@ -312,8 +356,7 @@ async def test_after_a_weight_update_between_sleep_and_wake_up_generation_uses_o
         output = await generate_one(engine, continued, greedy(6, ignore_eos=True))
     finally:
         await engine.teardown()
-    expected = model.generate(input_ids=torch.tensor([continued]), max_new_tokens=6, min_new_tokens=6, do_sample=False)
-    assert output["response_ids"] == expected[0, len(continued) :].tolist()
+    assert output["response_ids"] == generate_alone(model, continued, 6)
     assert engine.stats.cached_prompt_tokens == 0
 
 

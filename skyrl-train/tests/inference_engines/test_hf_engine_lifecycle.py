@@ -1,4 +1,4 @@
-"""HFInferenceEngine around the trainer: errors, teardown, sleep/wake, abort, cancellation, eval mode, LoRA."""
+"""HFInferenceEngine around the trainer: errors, teardown, sleep/wake, abort, cancellation, eval mode, LoRA, memory."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import os
 import pytest
 import torch
 
-from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams, StopReason
+from skyrl_gym.common.stop_reasons import StopReason
+from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams
 from skyrl_train.models import load_causal_lm
+from skyrl_train.testing import on_every_device
 
 PROMPT = [1, 4093, 198, 19556, 2, 198]
 LONG = SamplingParams(temperature=0.0, max_generate_length=2000, additional_kwargs={"ignore_eos": True})
@@ -163,3 +165,26 @@ async def test_the_scheduler_thread_hands_back_its_openmp_workers_when_the_batch
         await engine.teardown()
     assert during[1:] == [idle + 1, idle + 1]  # the scheduler thread's OpenMP worker, from its first kernel on
     assert after == idle
+
+
+@pytest.mark.parametrize(("cuda_initialised", "expected_calls"), [(True, 1), (False, 0)])
+async def test_sleep_returns_the_cuda_caching_allocators_free_blocks_once_cuda_is_initialised(
+    engine, monkeypatch, cuda_initialised, expected_calls
+):
+    await engine.generate({"prompt_token_ids": [PROMPT], "sampling_params": greedy(2)})
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: cuda_initialised)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    await engine.sleep()
+    assert len(calls) == expected_calls
+
+
+@on_every_device
+async def test_the_prefix_cache_budget_is_the_requested_bytes_capped_at_half_the_free_gpu_memory(engine_on, device):
+    requested = 10**15  # more than any GPU has
+    engine = engine_on(device, prefix_cache_bytes=requested)
+    budget = engine._batcher.prefix_cache.max_bytes
+    if device == "cpu":
+        assert budget == requested
+    else:
+        assert 0 < budget <= torch.cuda.mem_get_info()[1] // 2

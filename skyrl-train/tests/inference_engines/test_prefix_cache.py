@@ -1,21 +1,23 @@
-"""PrefixCache: longest-common-prefix lookup, covering entries, the byte budget, and weight versions."""
+"""PrefixCache: longest-common-prefix lookup, covering entries, the byte budget (capped by free GPU memory), weight
+versions, and entries kept on the device of their KV."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from skyrl_train.inference_engines.prefix_cache import BLOCK_TOKENS, PrefixCache
+from skyrl_train.inference_engines.prefix_cache import BLOCK_TOKENS, PrefixCache, prefix_cache_budget
+from skyrl_train.testing import on_every_device
 
 LAYERS, HEADS, DIM = 2, 1, 4
 BYTES_PER_TOKEN = LAYERS * 2 * HEADS * DIM * 4  # keys + values, fp32
 V = 0  # the weight version of every entry, except in the version tests
 
 
-def kv(tokens: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def kv(tokens: list[int], device: str = "cpu") -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Per-layer KV whose values encode (layer, position, token), so a test can tell which entry served a match."""
     keys = [
-        torch.tensor([[[layer, pos, tok, 0] for pos, tok in enumerate(tokens)]], dtype=torch.float32)
+        torch.tensor([[[layer, pos, tok, 0] for pos, tok in enumerate(tokens)]], dtype=torch.float32, device=device)
         for layer in range(LAYERS)
     ]
     return keys, [k + 0.5 for k in keys]
@@ -144,3 +146,24 @@ def test_a_longer_turn_replacing_its_shorter_entry_keeps_the_shared_blocks():
     assert length == len(turn2)
     keys, _ = entry.kv(0, length=2 * BLOCK_TOKENS + 7)  # crosses from the blocks into the tail
     assert torch.equal(keys, kv(turn2)[0][0][:, : 2 * BLOCK_TOKENS + 7])
+
+
+def test_the_budget_is_the_requested_bytes_on_the_cpu_and_at_most_half_the_free_gpu_memory():
+    assert prefix_cache_budget(2 * 10**9, None) == 2 * 10**9
+    assert prefix_cache_budget(2 * 10**9, 10 * 10**9) == 2 * 10**9
+    assert prefix_cache_budget(2 * 10**9, 3 * 10**9) == 15 * 10**8
+    assert prefix_cache_budget(0, 3 * 10**9) == 0
+
+
+@on_every_device
+def test_entries_stay_on_the_device_of_their_kv_across_blocks_and_tail(device):
+    tokens = list(range(BLOCK_TOKENS + 5))
+    cache = PrefixCache(max_bytes=10**6)
+    cache.insert(tokens, *kv(tokens, device), V)
+    entry, length = cache.match(tokens + [1], V)
+    assert length == len(tokens)
+    assert {entry.blocks[0].keys.device.type, entry.tail_keys.device.type} == {device}
+    keys, values = entry.kv(1)
+    assert keys.device.type == device
+    expected_keys, expected_values = kv(tokens)
+    assert torch.equal(keys.cpu(), expected_keys[1]) and torch.equal(values.cpu(), expected_values[1])

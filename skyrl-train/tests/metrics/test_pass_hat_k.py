@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from skyrl_train.metrics.reward_metrics import pass_hat_k, pass_hat_k_metrics
+from skyrl_gym.common.outcomes import pass_hat_k
+from skyrl_train.metrics.reward_metrics import pass_hat_k_metrics
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 import pytest
 
-from skyrl_train.metrics import compute_reward_metrics, sanitize_metric_key, trajectory_outcome, trajectory_return
+from skyrl_gym.common.outcomes import trajectory_outcome, trajectory_return
+from skyrl_train.metrics import compute_reward_metrics, sanitize_metric_key
 
 
 def test_return_and_outcome_of_scalar_and_token_level_rewards():

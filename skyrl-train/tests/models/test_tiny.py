@@ -23,7 +23,9 @@ def test_tiny_model_shares_the_real_tokenizer_and_runs(smollm2_path, tmp_path):
     model = load_causal_lm(path)
     assert time.perf_counter() - start < 3.0
     assert model.config.vocab_size == 49152 and model.config.num_hidden_layers == 2
-    assert (model.config.bos_token_id, model.config.eos_token_id, model.config.pad_token_id) == (1, 2, 2)
+    assert (model.config.bos_token_id, model.config.eos_token_id) == (1, 2)
+    assert (model.generation_config.bos_token_id, model.generation_config.eos_token_id) == (1, 2)
+    assert model.generation_config.pad_token_id == 2
     ids = torch.tensor([real("<|im_start|>user\nHi<|im_end|>").input_ids])
     with torch.no_grad():
         logits = model(input_ids=ids).logits
@@ -43,3 +45,19 @@ def test_tiny_model_is_cached_and_deterministic(smollm2_path, tmp_path):
 def test_testing_helper_gives_the_standard_tiny_model(smollm2_path, tmp_path):
     path = tiny_model_path(smollm2_path, cache_dir=tmp_path)
     assert path == make_tiny_causal_lm(smollm2_path, num_layers=2, hidden_size=64, seed=0, cache_dir=tmp_path)
+
+
+def test_tiny_models_pad_id_is_no_token_of_a_chat_and_every_chat_tokens_embedding_is_nonzero(smollm2_path, tmp_path):
+    path = make_tiny_causal_lm(smollm2_path, cache_dir=tmp_path)
+    tokenizer, model = load_tokenizer(path), load_causal_lm(path)
+    conversation = [
+        {"role": "system", "content": "Solve the problem. Put the answer after ####."},
+        {"role": "user", "content": "Tom has 3 apples and buys 4 more. How many?"},
+        {"role": "assistant", "content": "3 + 4 = 7\n#### 7"},
+    ]
+    ids = tokenizer(tokenizer.apply_chat_template(conversation, tokenize=False)).input_ids
+    assert model.config.pad_token_id == 0  # <|endoftext|>: SmolLM2's chat template never writes it
+    assert {1, 2} <= set(ids) and model.config.pad_token_id not in ids
+    rows = model.get_input_embeddings().weight[torch.tensor(ids)]
+    assert bool((rows.abs().sum(dim=-1) > 0).all())
+    assert model.get_input_embeddings().padding_idx == 0

@@ -33,7 +33,7 @@ def test_chat_completion(sdk):
 
 
 def test_completion_with_token_ids_and_logprobs(sdk):
-    result = sdk.completions.create(model=MODEL_NAME, prompt=[1, 2, 3], max_tokens=4, logprobs=0, **GREEDY)
+    result = sdk.completions.create(model=MODEL_NAME, prompt=[1000, 2000, 3000], max_tokens=4, logprobs=0, **GREEDY)
     choice = result.choices[0]
     assert choice.text and choice.finish_reason == "length"
     assert len(choice.logprobs.token_logprobs) == 4

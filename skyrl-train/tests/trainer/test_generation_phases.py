@@ -1,6 +1,7 @@
-"""The trainer hands the colocated engine and the policy update turns: the engine sleeps through every update, so no
-prefix KV computed with old weights survives into the next generation, and the trainer's thread hands back its OpenMP
-workers before each generation phase (the engine's thread computes then)."""
+"""The trainer hands the colocated `hf` engine and the policy update turns: the engine sleeps through every update, so
+no prefix KV computed with old weights survives into the next generation; each weight sync wakes its weights, and its
+KV cache wakes for the generations after it (the order itself is `test_engine_turns.py`'s); the trainer's thread hands
+back its OpenMP workers before each generation phase (the engine's thread computes then)."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def test_the_engine_sleeps_through_every_policy_update_and_its_prefix_cache_is_e
 
             async def recorded_wake_up(tags=None):
                 await wake_up(tags)
-                events.append("wake_up")
+                events.append(f"wake_up({tags})")
 
             def recorded_ppo_train(*args, **kwargs):
                 # A generate call now would be refused: the engine is asleep while the weights change.
@@ -74,6 +75,24 @@ def test_the_engine_sleeps_through_every_policy_update_and_its_prefix_cache_is_e
 
     experiment = Experiment(cfg)
     experiment.run()
-    phase = ["release OpenMP threads (MainThread: True)", "wake_up", "sleep(cached prefixes: 0)"]
-    assert events == phase + (phase + ["update (engine asleep)"]) * 2 + phase  # eval, 2 steps, eval after step 2
-    assert experiment.engine.stats.cached_prompt_tokens > 0  # the few-shot prefix was prefilled once per phase
+    release = "release OpenMP threads (MainThread: True)"
+    sleep, wake_weights, wake_kv_cache = "sleep(cached prefixes: 0)", "wake_up(['weights'])", "wake_up(['kv_cache'])"
+    assert events == [
+        sleep,
+        wake_weights,  # the first sync
+        release,  # eval before training
+        wake_kv_cache,
+        release,  # step 1's rollouts
+        sleep,
+        "update (engine asleep)",
+        wake_weights,
+        release,  # step 2's rollouts
+        wake_kv_cache,
+        sleep,
+        "update (engine asleep)",
+        wake_weights,
+        release,  # eval after step 2
+        wake_kv_cache,
+        sleep,  # the final export
+    ]
+    assert experiment.engine.stats.cached_prompt_tokens > 0  # the few-shot prefix was prefilled and reused

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from skyrl_gym import InfraFailure
 from skyrl_train.generators.base import GeneratorOutput
 from skyrl_train.trainer import InfraFailureError, check_infra_failures
 from skyrl_train.trainer_utils import Rollouts
@@ -21,7 +22,8 @@ def rollouts(
         stop_reasons=stop_reasons,
         rollout_logprobs=None,
         is_last_step=is_last_step,
-        env_metrics=[{"infra_error": errors[i]} if i in errors else {} for i in range(rows)],
+        env_metrics=[{}] * rows,
+        infra_failures=[InfraFailure(stop_reasons[i], errors[i]) if i in errors else None for i in range(rows)],
     )
     return Rollouts(output, [str(i // 2) for i in range(rows)], [env] * rows, [{}] * rows)
 

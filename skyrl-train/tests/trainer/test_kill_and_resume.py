@@ -18,7 +18,7 @@ import pytest
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
 from skyrl_train.testing import TINY_RUN_OVERRIDES
-from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, subprocess_env
+from skyrl_train.testing_ray import fsdp2_overrides, subprocess_env
 from skyrl_train.training_batch import TrainingInputBatch
 
 LAUNCHER = textwrap.dedent("""
@@ -58,7 +58,7 @@ def data_dir(tmp_path_factory):
 
 
 def train(run_dir, data_dir, model_path, kill_at=None, strategy="single"):
-    overrides = (FSDP2_CPU_OVERRIDES if strategy == "fsdp2" else []) + [
+    overrides = (fsdp2_overrides() if strategy == "fsdp2" else []) + [
         f"data.train_data=[{data_dir / 'train.parquet'}]",
         "data.val_data=[]",
         f"trainer.policy.model.path={model_path}",

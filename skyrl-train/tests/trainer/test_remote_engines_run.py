@@ -32,7 +32,7 @@ from skyrl_train.generators.utils import encode_chat
 from skyrl_train.inference_engines import SamplingParams
 from skyrl_train.inference_engines.remote import RemoteInferenceEngine
 from skyrl_train.testing import tiny_tokenizer  # noqa: F401
-from skyrl_train.testing_ray import FSDP2_CPU_OVERRIDES, subprocess_env
+from skyrl_train.testing_ray import fsdp2_overrides, subprocess_env
 from skyrl_train.tracking.metrics_file import read_metrics
 from skyrl_train.training_batch import TrainingInputBatch
 
@@ -216,7 +216,7 @@ def test_fsdp2_ranks_send_their_weights_to_a_remote_server(tmp_path, tiny_model,
     server, url = start_server(tiny_model)
     try:
         # No reference model here (no KL term), so its placement key would be refused.
-        fsdp2 = [o for o in FSDP2_CPU_OVERRIDES if not o.startswith("trainer.placement.ref_")]
+        fsdp2 = [o for o in fsdp2_overrides() if not o.startswith("trainer.placement.ref_")]
         overrides = (
             fsdp2
             + [

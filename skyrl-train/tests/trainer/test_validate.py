@@ -20,9 +20,10 @@ def row(ground_truth="4", env_class="gsm8k"):
     }
 
 
-def run(tiny_model, train, val=None):
+def run(tiny_model, train, val=None, *extra):
     out = io.StringIO()
     overrides = [
+        *extra,
         f"trainer.policy.model.path={tiny_model}",
         f"data.train_data=[{train}]",
         f"data.val_data=[{val}]" if val else "data.val_data=[]",
@@ -54,3 +55,13 @@ def test_an_invalid_config_stops_before_loading_anything(tmp_path):
     out = io.StringIO()
     assert validate(["trainer.polcy.model.path=x"], out) == 1
     assert "Did you mean 'trainer.policy.model.path'?" in out.getvalue()
+
+
+def test_an_unknown_env_id_in_the_config_and_the_rows_is_reported_like_the_preflight_does(tmp_path, tiny_model):
+    train = write_jsonl(tmp_path / "train.jsonl", [row(env_class=None)])
+    status, report = run(tiny_model, train, None, "environment.env_class=no_such_env")
+    assert status == 1
+    assert (
+        "FAIL environment.env_class='no_such_env': UnknownEnvError: no env is registered under 'no_such_env'" in report
+    )
+    assert "FAIL train env 'no_such_env' (row 0): UnknownEnvError: no env is registered" in report

@@ -49,13 +49,24 @@ def test_lora_and_version_only_requests_round_trip_through_json():
     assert type(WeightUpdateRequest.from_json({"weight_version": 1})) is WeightUpdateRequest
 
 
-def test_a_cuda_ipc_request_carries_its_handles_as_text_in_json():
+def test_a_cuda_ipc_request_carries_one_handle_per_gpu_as_text_in_json():
     request = CudaIpcWeightUpdateRequest(
-        names=["w"], dtypes=["float16"], shapes=[[2]], sizes=[4], ipc_handles={"GPU-1": ("rebuild", (1, 2))}
+        names=["w", "step"],
+        dtypes=["bfloat16", "int64"],
+        shapes=[[3], []],
+        offsets=[0, 256],
+        ipc_handles={"GPU-0": ("rebuild", (0, 1)), "GPU-1": ("rebuild", (1, 2)), "GPU-2": ("rebuild", (2, 3))},
     )
     data = request.to_json()
-    assert isinstance(data["ipc_handles"]["GPU-1"], str)
+    assert sorted(data["ipc_handles"]) == ["GPU-0", "GPU-1", "GPU-2"]
+    assert all(isinstance(text, str) for text in data["ipc_handles"].values())
+    assert data["offsets"] == [0, 256]
     assert WeightUpdateRequest.from_json(data) == request
+
+
+def test_a_cuda_ipc_offset_that_is_not_a_multiple_of_the_element_size_is_refused():
+    with pytest.raises(ValueError, match="step: byte offset 6 .* int64 element size 8"):
+        CudaIpcWeightUpdateRequest(names=["w", "step"], dtypes=["bfloat16", "int64"], shapes=[[3], []], offsets=[0, 6])
 
 
 @pytest.mark.parametrize(
@@ -66,6 +77,8 @@ def test_a_cuda_ipc_request_carries_its_handles_as_text_in_json():
         ({"type": "broadcast", "names": ["a", "b"], "dtypes": ["float32"], "shapes": [[1], [1]]}, "2 names, 1 dtypes"),
         ({"type": "lora"}, "needs lora_path"),
         ({"type": "lora", "lora_path": "/a", "names": ["x"], "dtypes": ["float32"], "shapes": [[1]]}, "no tensors"),
+        ({"type": "cuda_ipc", "names": ["x"], "dtypes": ["float32"], "shapes": [[1]]}, "1 names, 0 offsets"),
+        ({"type": "cuda_ipc", "names": ["x"], "dtypes": ["float32"], "shapes": [[1]], "sizes": [4]}, "'sizes'"),
     ],
 )
 def test_a_malformed_request_is_refused_naming_what_is_wrong(data, message):
@@ -97,6 +110,13 @@ def test_weights_are_cut_into_chunks_of_at_most_the_byte_budget_in_order():
         (["generator.weight_sync_backend=gloo"], False, "broadcast"),
         (["generator.run_engines_locally=false", "generator.weight_sync_backend=gloo"], False, "broadcast"),
         (["generator.run_engines_locally=false"], False, "broadcast"),  # remote engines are never colocated
+        (["generator.backend=vllm"], False, "cuda_ipc"),  # nccl, vLLM engines colocated on the policy's GPUs
+        (["generator.backend=vllm", "trainer.placement.colocate_all=false"], False, "broadcast"),  # GPUs of their own
+        (
+            ["generator.backend=vllm", "trainer.placement.colocate_all=false", "generator.weight_sync_backend=gloo"],
+            False,
+            "broadcast",
+        ),
     ],
 )
 def test_the_sync_mode_follows_upstream_rules(overrides, shares, mode, tmp_path):

@@ -78,7 +78,8 @@ def algorithm_config(**overrides) -> AlgorithmConfig:
 def build_policy(model_path: str):
     """``build_policy(lora_rank=0, lora_dropout=0.0, lr=1e-3, optimizer=None, temperature=1.0,
     num_training_steps=None, gradient_checkpointing=None, sample_packing=False, **algorithm) -> PolicyWorker``;
-    ``gradient_checkpointing`` is None (off) or ``"reentrant"`` / ``"non_reentrant"``."""
+    ``gradient_checkpointing`` is None (off) or ``"reentrant"`` / ``"non_reentrant"``; ``dtype`` and ``device``
+    (default float32 on the CPU) go to ``PolicyWorker``."""
 
     def build(
         *,
@@ -90,6 +91,8 @@ def build_policy(model_path: str):
         num_training_steps: int | None = None,
         gradient_checkpointing: str | None = None,
         sample_packing: bool = False,
+        dtype: torch.dtype = torch.float32,
+        device: str = "cpu",
         **algorithm,
     ) -> PolicyWorker:
         return PolicyWorker(
@@ -100,6 +103,8 @@ def build_policy(model_path: str):
             gradient_checkpointing=gradient_checkpointing is not None,
             gradient_checkpointing_use_reentrant=gradient_checkpointing == "reentrant",
             sample_packing=sample_packing,
+            dtype=dtype,
+            device=device,
         )
 
     return build

@@ -9,7 +9,7 @@ from skyrl_train.models import load_causal_lm
 from skyrl_train.workers import position_ids_from_attention_mask, response_logprobs
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def model(model_path):
     return load_causal_lm(model_path)
 
@@ -102,3 +102,44 @@ def test_matches_the_logprobs_of_kv_cached_generation_from_left_padded_prompts(m
     full_mask = torch.cat([attention_mask, torch.ones_like(generated)], dim=1)
     ours, _ = response_logprobs(model, out.sequences, full_mask, 5, temperature)
     torch.testing.assert_close(ours, rollout, atol=1e-4, rtol=0)
+
+
+def _counting_forwards(model) -> list[int]:
+    """Wrap the decoder's forward (every pass through the model runs it) to record the columns of each call."""
+    calls: list[int] = []
+    decoder = model.get_decoder()
+    forward = decoder.forward
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape[1])
+        return forward(*args, **kwargs)
+
+    decoder.forward = counted
+    return calls
+
+
+def test_uniform_forwards_share_no_prefix_and_give_the_same_logprobs(model):
+    # Four rows behind one 70-token prompt: shared once by default, run whole with uniform (FSDP2 ranks).
+    prompt = torch.arange(100, 170)
+    sequences = torch.stack([torch.cat([prompt, torch.tensor([5 + i, 9, 11])]) for i in range(4)])
+    mask = torch.ones_like(sequences)
+    calls = _counting_forwards(model)
+    with torch.no_grad():
+        shared, _ = response_logprobs(model, sequences, mask, 3)
+        shared_calls, calls[:] = list(calls), []
+        uniform, _ = response_logprobs(model, sequences, mask, 3, uniform=True)
+    assert sorted(shared_calls) == [4, 69] and calls == [73]  # a prefix pass + the rows' own tokens; one whole pass
+    torch.testing.assert_close(uniform, shared, atol=1e-5, rtol=0)
+
+
+def test_a_uniform_micro_batch_without_response_tokens_still_runs_a_forward_with_a_graph(model):
+    sequences = torch.tensor([[5, 6, 7, 0, 0], [8, 9, 10, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 0, 0]])
+    calls = _counting_forwards(model)
+    skipped, _ = response_logprobs(model, sequences, mask, 2)
+    assert calls == [] and not skipped.requires_grad
+    logprobs, entropy = response_logprobs(model, sequences, mask, 2, with_entropy=True, uniform=True)
+    assert len(calls) == 1
+    assert torch.equal(logprobs, torch.zeros(2, 2)) and torch.equal(entropy, torch.zeros(2, 2))
+    logprobs.sum().backward()  # what the other ranks' backward needs of this one
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters() if p.requires_grad)

@@ -1,5 +1,6 @@
 """Sample packing: the rows of a micro-batch run as one packed row without padding, with the padded forward's results
-(logprobs, entropy, gradients), with and without a shared prefix; only real tokens go through the model."""
+(logprobs, entropy, gradients), with and without a shared prefix, with and without activation checkpointing; only real
+tokens go through the model."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import torch
 from skyrl_train.models import load_causal_lm
 from skyrl_train.workers import response_logprobs
 from skyrl_train.workers.packing import pack_rows
+from skyrl_train.workers.trainable import enable_gradient_checkpointing
 
 SHARED = 40
+CHECKPOINTING = ["non_reentrant", "reentrant"]
+"""``trainer.gradient_checkpointing_use_reentrant`` false (the default recipe's) and true."""
 
 
 @pytest.fixture(scope="module")
@@ -85,16 +89,8 @@ def test_logprobs_and_entropy_equal_the_padded_forward(model, any_batch, tempera
 def test_gradients_equal_the_padded_forward(model, any_batch):
     weights = torch.randn(any_batch["response_mask"].shape, generator=torch.Generator().manual_seed(1))
 
-    def gradients(pack: bool) -> dict[str, torch.Tensor]:
-        model.zero_grad()
-        logprobs, entropy = logprobs_and_entropy(model, any_batch, pack)
-        (logprobs * weights + 0.1 * entropy).sum().backward()
-        return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
-
-    packed, padded = gradients(True), gradients(False)
-    assert packed.keys() == padded.keys() and len(padded) > 0
-    for name in padded:
-        torch.testing.assert_close(packed[name], padded[name], atol=1e-5, rtol=1e-4, msg=name)
+    packed = _weighted_gradients(model, any_batch, weights, pack=True)
+    _assert_same_gradients(packed, _weighted_gradients(model, any_batch, weights, pack=False))
 
 
 def test_only_real_tokens_run_through_the_model(model, make_batch):
@@ -113,15 +109,97 @@ def test_only_real_tokens_run_through_the_model(model, make_batch):
     assert shapes == [(1, SHARED), (1, own)]  # the prefix once, then 5 + 10 + 2 + 8 + 4 + 2 + 3 + 1 tokens
 
 
+@pytest.fixture(params=CHECKPOINTING)
+def checkpointed_model(request, model_path):
+    """The tiny model in training mode with activation checkpointing on (reentrant or not)."""
+    model = load_causal_lm(model_path)
+    enable_gradient_checkpointing(model, use_reentrant=request.param == "reentrant")
+    return model.train()
+
+
+def test_packed_gradients_with_checkpointing_equal_those_without(model, checkpointed_model, any_batch):
+    weights = torch.randn(any_batch["response_mask"].shape, generator=torch.Generator().manual_seed(1))
+
+    checkpointed = _weighted_gradients(checkpointed_model, any_batch, weights, pack=True)
+    _assert_same_gradients(checkpointed, _weighted_gradients(model, any_batch, weights, pack=True))
+
+
+def _weighted_gradients(network, batch, weights, pack: bool) -> dict[str, torch.Tensor]:
+    """Gradients of ``sum(logprobs * weights + 0.1 * entropy)`` over ``batch``'s response tokens."""
+    network.zero_grad()
+    logprobs, entropy = logprobs_and_entropy(network, batch, pack)
+    (logprobs * weights + 0.1 * entropy).sum().backward()
+    return {name: p.grad.clone() for name, p in network.named_parameters() if p.grad is not None}
+
+
+def _assert_same_gradients(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    assert actual.keys() == expected.keys() and len(expected) > 0
+    for name in expected:
+        torch.testing.assert_close(actual[name], expected[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("checkpointing", CHECKPOINTING)
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_a_packed_mini_batch_gradient_with_checkpointing_equals_the_one_with_a_shared_prefix_pass(
+    build_policy, make_batch, lora_rank, checkpointing
+):
+    prompts, responses = (45, 50, 42, 48), (4, 2, 3, 1)
+    gradients = []
+    for mode in (None, checkpointing):  # without checkpointing, the mini-batch's rows share one prefix pass
+        torch.manual_seed(0)  # the same initial weights (LoRA init) for both workers
+        worker = build_policy(
+            lora_rank=lora_rank, sample_packing=True, gradient_checkpointing=mode, use_entropy_loss=True
+        )
+        batch = with_shared_prefix(make_batch(prompts, responses), prompts)
+        batch["advantages"] = torch.randn(batch["loss_mask"].shape, generator=torch.Generator().manual_seed(2))
+        batch["action_log_probs"] = worker.compute_logprobs(batch, micro_batch_size=4)
+        worker.forward_backward(batch, micro_batch_size=2)
+        gradients.append({name: p.grad.clone() for name, p in worker.model.named_parameters() if p.requires_grad})
+    plain, checkpointed = gradients
+    assert checkpointed.keys() == plain.keys() and any(bool(grad.any()) for grad in plain.values())
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-4, msg=name)
+
+
+def test_with_checkpointing_the_update_runs_rows_whole_and_the_old_logprob_pass_shares_the_prefix(
+    build_policy, make_batch
+):
+    prompts, responses = (45, 50, 42, 48), (4, 2, 3, 1)
+    worker = build_policy(lora_rank=4, sample_packing=True, gradient_checkpointing="non_reentrant")
+    batch = with_shared_prefix(make_batch(prompts, responses), prompts)
+    batch["advantages"][:, 0] = 1.0
+    shapes = []
+    worker.model.get_decoder().register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    batch["action_log_probs"] = worker.compute_logprobs(batch, micro_batch_size=2)
+    worker.ppo_train(batch, mini_batch_size=4, micro_batch_size=2)
+    own = [p - SHARED + r for p, r in zip(prompts, responses, strict=True)]
+    whole = [p + r for p, r in zip(prompts, responses, strict=True)]
+    assert shapes == [
+        (1, SHARED),  # eval mode recomputes nothing: the old-logprob pass shares the prefix
+        (1, own[0] + own[1]),
+        (1, own[2] + own[3]),
+        (1, whole[0] + whole[1]),  # checkpointed layers cannot read a cache: the update runs every row whole
+        (1, whole[2] + whole[3]),
+    ]
+
+
+@pytest.mark.parametrize("checkpointing", [None, *CHECKPOINTING])
 @pytest.mark.parametrize("lora_rank", [0, 4])
 def test_a_policy_update_with_packing_gives_the_same_weights_losses_and_old_logprobs(
-    build_policy, make_batch, lora_rank
+    build_policy, make_batch, lora_rank, checkpointing
 ):
     prompts, responses = (45, 50, 42, 48), (4, 2, 3, 1)
     results = []
-    for packing in (False, True):
+    for packing in (False, True):  # padded without checkpointing, then packed with `checkpointing`
         torch.manual_seed(0)  # the same initial weights (LoRA init) for both workers
-        worker = build_policy(lora_rank=lora_rank, sample_packing=packing, use_entropy_loss=True)
+        worker = build_policy(
+            lora_rank=lora_rank,
+            sample_packing=packing,
+            gradient_checkpointing=checkpointing if packing else None,
+            use_entropy_loss=True,
+        )
         batch = with_shared_prefix(make_batch(prompts, responses), prompts)
         batch["advantages"] = torch.randn(batch["loss_mask"].shape, generator=torch.Generator().manual_seed(2))
         batch["action_log_probs"] = worker.compute_logprobs(batch, micro_batch_size=4)

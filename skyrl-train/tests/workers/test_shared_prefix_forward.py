@@ -91,6 +91,7 @@ def test_identical_prompts_keep_their_last_prompt_token_out_of_the_shared_prefix
 
 def test_with_activation_checkpointing_rows_run_whole(model, make_batch, forward_calls):
     model.activation_checkpointing_enable()
+    model.train()  # layers checkpoint only in training mode
     batch = shared_prefix_batch(make_batch)
     response_logprobs(model, batch["sequences"], batch["attention_mask"], batch["response_mask"].shape[1])
     assert [tuple(shape) for shape in forward_calls] == [(4, 54)]

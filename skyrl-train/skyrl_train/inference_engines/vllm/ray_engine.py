@@ -23,6 +23,7 @@ from skyrl_train.inference_engines.vllm.engine_config import (
     engine_kwargs,
     sleep_level,
 )
+from skyrl_train.utils.ray_placement import reserve_placement_group
 
 if TYPE_CHECKING:
     from skyrl_train.weight_sync import WeightSyncInitInfo, WeightUpdateRequest
@@ -115,9 +116,13 @@ def create_vllm_engines(
 
     Raises:
         ValueError: colocated engines on a cluster without GPUs (vLLM's CPU build has no sleep mode).
+        TimeoutError: the cluster cannot hold an engine's own placement group (``reserve_placement_group``: the
+            message names the bundle asked for and the cluster's resources).
+
+    On failure the engines already started are killed and their placement groups removed.
     """
     import ray
-    from ray.util.placement_group import placement_group
+    from ray.util.placement_group import remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from skyrl_train.distributed.cluster import init_ray
@@ -138,26 +143,40 @@ def create_vllm_engines(
     tp = g.inference_engine_tensor_parallel_size
     model_path = resolve_model_path(g.model_name)
     remote_engine = ray.remote(VLLMEngine)
-    engines = []
-    for index, spec in enumerate(engine_bundles(g.num_inference_engines, tp, colocated=colocated, use_gpu=use_gpu)):
-        own_group = None
-        if colocated and policy_placement_group is not None:
-            group, bundle_index = policy_placement_group, policy_bundles[index]
-        else:
-            group = own_group = placement_group([dict(spec.bundle)], strategy="PACK")
-            bundle_index = 0
-        actor = remote_engine.options(
-            num_cpus=spec.num_cpus,
-            num_gpus=spec.num_gpus,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle_index),
-        ).remote(
-            engine_kwargs(g, model_path, lora_rank=lora_rank, sleep=colocated, seed=t.seed + index),
-            sleep_level(lora_rank) if colocated else None,
-        )
-        engines.append(
-            RayVLLMEngine(actor, tokenizer, colocated=colocated, tensor_parallel_size=tp, placement_group=own_group)
-        )
-    ray.get([engine.actor.__ray_ready__.remote() for engine in engines])
+    specs = engine_bundles(g.num_inference_engines, tp, colocated=colocated, use_gpu=use_gpu)
+    engines, own_groups = [], []
+    try:
+        for index, spec in enumerate(specs):
+            own_group = None
+            if colocated and policy_placement_group is not None:
+                group, bundle_index = policy_placement_group, policy_bundles[index]
+            else:
+                group = own_group = reserve_placement_group(
+                    [spec.bundle],
+                    purpose=f"vLLM engine {index} (of generator.num_inference_engines={len(specs)})",
+                    remedy="Lower generator.num_inference_engines or generator.inference_engine_tensor_parallel_size, "
+                    "or add nodes.",
+                )
+                own_groups.append(own_group)
+                bundle_index = 0
+            actor = remote_engine.options(
+                num_cpus=spec.num_cpus,
+                num_gpus=spec.num_gpus,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle_index),
+            ).remote(
+                engine_kwargs(g, model_path, lora_rank=lora_rank, sleep=colocated, seed=t.seed + index),
+                sleep_level(lora_rank) if colocated else None,
+            )
+            engines.append(
+                RayVLLMEngine(actor, tokenizer, colocated=colocated, tensor_parallel_size=tp, placement_group=own_group)
+            )
+        ray.get([engine.actor.__ray_ready__.remote() for engine in engines])
+    except BaseException:  # nothing started stays alive or reserved
+        for engine in engines:
+            ray.kill(engine.actor)
+        for own_group in own_groups:
+            remove_placement_group(own_group)
+        raise
     logger.info(
         "%d vLLM engine(s) ready (%s, tensor parallel %d)",
         len(engines),

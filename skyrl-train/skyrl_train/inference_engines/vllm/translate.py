@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyrl_train.inference_engines.base import SamplingParams, StopReason
+from skyrl_gym.common.stop_reasons import StopReason
+from skyrl_train.inference_engines.base import SamplingParams
 
 __all__ = [
     "VLLM_EXTRA_SAMPLING_KEYS",

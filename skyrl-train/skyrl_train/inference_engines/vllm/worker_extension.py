@@ -6,9 +6,12 @@ vLLM resolves this class by its qualified name inside its worker processes and a
 
 - `init_weight_update_communicator`: join the weight-update group as rank ``rank_offset + worker rank``
   (`WeightReceiver`; the trainer's sender is rank 0), gloo on CPU, NCCL on GPU;
-- `receive_weights`: receive a broadcast chunk (every tensor, in request order) or open a CUDA IPC chunk (GPU only,
-  never run here), and load the tensors with the model's own ``load_weights``, which takes checkpoint names and
-  does vLLM's fusing (q/k/v into qkv_proj, gate/up into gate_up_proj) and casts to the engine's dtype;
+- `receive_weights`: receive a broadcast chunk (every tensor, in request order) or open a CUDA IPC chunk, and load
+  the tensors with the model's own ``load_weights``, which takes checkpoint names and does vLLM's fusing (q/k/v
+  into qkv_proj, gate/up into gate_up_proj) and casts to the engine's dtype. CUDA IPC (GPU only, never run here):
+  the worker opens the buffer the policy rank on its own GPU packed (`cuda_ipc.receive_cuda_ipc`, which raises,
+  naming the GPU UUIDs, when the request has no handle for this worker's GPU) and synchronizes after loading, so
+  the copies out of the buffer are done before the policy rank frees it;
 - `finalize_weight_reload`: after the last chunk of a sync, before the next generation (tied modules, e.g. a tied
   ``lm_head``, are processed again: the reload processes a tied parameter with its first module only);
 - `destroy_weights_update_group`.
@@ -47,7 +50,11 @@ class WeightSyncWorkerExtension:
         self._skyrl_receiver = WeightReceiver(init_info, local_rank=self.rank)
 
     def receive_weights(self, request: dict[str, Any]) -> None:
-        from skyrl_train.weight_sync import BroadcastWeightUpdateRequest, WeightUpdateRequest
+        from skyrl_train.weight_sync import (
+            BroadcastWeightUpdateRequest,
+            CudaIpcWeightUpdateRequest,
+            WeightUpdateRequest,
+        )
 
         update = WeightUpdateRequest.from_json(request)
         if isinstance(update, BroadcastWeightUpdateRequest):
@@ -55,10 +62,12 @@ class WeightSyncWorkerExtension:
                 raise RuntimeError("a broadcast weight update arrived before init_weight_update_communicator")
             # Received into a list first: every tensor must be taken from the group even if loading then fails.
             tensors = list(self._skyrl_receiver.receive(update))
-        else:
+        elif isinstance(update, CudaIpcWeightUpdateRequest):  # GPU only
             from skyrl_train.weight_sync.cuda_ipc import receive_cuda_ipc
 
             tensors = list(receive_cuda_ipc(update))
+        else:
+            raise ValueError(f"a {update.type!r} weight update carries no tensors for the vLLM workers")
         from vllm.config import set_current_vllm_config
         from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
 
@@ -68,6 +77,10 @@ class WeightSyncWorkerExtension:
                 initialize_layerwise_reload(model)
                 self._skyrl_reloading = True
             model.load_weights(weights=tensors)
+        if isinstance(update, CudaIpcWeightUpdateRequest):  # GPU only
+            import torch
+
+            torch.cuda.synchronize()
 
     def finalize_weight_reload(self) -> None:
         """Process the layers loaded since the sync began into the kernels' format (a no-op with none pending)."""

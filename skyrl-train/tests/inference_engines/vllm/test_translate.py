@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from skyrl_train.inference_engines import SamplingParams, StopReason
+from skyrl_gym.common.stop_reasons import StopReason
+from skyrl_train.inference_engines import SamplingParams
 from skyrl_train.inference_engines.vllm.translate import (
     logprobs_follow_contract,
     sampled_token_logprobs,

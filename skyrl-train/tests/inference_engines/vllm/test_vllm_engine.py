@@ -17,9 +17,10 @@ import os
 import pytest
 import torch
 
+from skyrl_gym.common.stop_reasons import StopReason
 from skyrl_train.config import load_config
 from skyrl_train.config.schema import AlgorithmConfig, LoraConfig, ModelConfig, PolicyConfig
-from skyrl_train.inference_engines import SamplingParams, StopReason
+from skyrl_train.inference_engines import SamplingParams
 from skyrl_train.models import load_causal_lm, load_tokenizer
 from skyrl_train.models.tiny import make_tiny_causal_lm
 from skyrl_train.testing import randomize_lora_b, trainer_logprobs

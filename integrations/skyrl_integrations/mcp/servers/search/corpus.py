@@ -309,7 +309,7 @@ def load_corpus(path: Path = CORPUS_PATH) -> list[dict]:
 
 
 if __name__ == "__main__":
-    from skyrl_train.utils.fs import atomic_write_text
+    from skyrl_gym.common.fs import atomic_write_text
 
     atomic_write_text(CORPUS_PATH, corpus_text(build_corpus()))
     print(f"wrote {CORPUS_PATH}")
