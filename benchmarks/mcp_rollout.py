@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main_job_config(data: Path):
-    """The generator and env settings of the main job (`examples/mcp/run_grpo.sh` + `examples/cpu_lora_grpo.sh`)."""
+    """The generator and env settings of the main job (`examples/mcp/grpo.yaml`)."""
     return load_config(
         [
             f"data.train_data=[{data}]",

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from skyrl_train.config.schema import DISTRIBUTED_STRATEGIES
 from skyrl_train.models.tiny import make_tiny_causal_lm
 from skyrl_train.testing_s3 import s3_bucket, s3_client, s3_server  # noqa: F401
 
@@ -97,7 +98,7 @@ def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(
     cluster = dict(
         STRATEGY=strategy,
         SKYPILOT_NODE_IPS="127.0.0.1\n127.0.0.1",
-        SKYPILOT_NUM_GPUS_PER_NODE="1" if strategy == "fsdp2" else "0",
+        SKYPILOT_NUM_GPUS_PER_NODE="1" if strategy in DISTRIBUTED_STRATEGIES else "0",
         SKYRL_RAY_PORT=str(_free_ports(1)[0]),
         SKYRL_OUTPUT_DIR=str(tmp_path / "runs"),
         RUN_NAME=RUN_NAME,
@@ -111,7 +112,9 @@ def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(
     )
     nodes = {}
     for rank in (1, 0):  # the worker first: it waits for the head, as on a cluster where nodes start in any order
-        node_disk = {"SKYRL_NODE_CKPT_PATH": str(tmp_path / f"node{rank}_disk")} if strategy == "fsdp2" else {}
+        node_disk = (
+            {"SKYRL_NODE_CKPT_PATH": str(tmp_path / f"node{rank}_disk")} if strategy in DISTRIBUTED_STRATEGIES else {}
+        )
         env = _task_env(
             gsm8k,
             **cluster,
@@ -147,7 +150,7 @@ def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(
     assert [json.loads(line)["step"] for line in metrics] == [0, 1, 2]  # eval before training, 2 training steps
     checkpoints = _objects(s3_server, s3_bucket, f"skyrl-gsm8k/{RUN_NAME}/")
     assert "global_step_2/MANIFEST.json" in checkpoints, sorted(checkpoints)
-    if strategy == "fsdp2":  # a rank on each node, each node's shard uploaded from that node
+    if strategy in DISTRIBUTED_STRATEGIES:  # a rank on each node, each node's shard uploaded from that node
         assert "policy ranks [0, 1] do not share trainer.ckpt_path with the driver" in job_log
         shards = {"global_step_2/policy/model_optim/__0_0.distcp", "global_step_2/policy/model_optim/__1_0.distcp"}
         assert shards <= checkpoints, sorted(checkpoints)
@@ -182,7 +185,7 @@ def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(
     assert _objects(s3_server, s3_bucket, "analysis/eval-step2/") == REPORT_FILES
 
     # Without a model, it analyses the dumps the training run wrote at each eval.
-    if strategy == "fsdp2":
+    if strategy in DISTRIBUTED_STRATEGIES:
         return  # as with single
     analysis = _run_eval_task(_task_env(_task("eval"), **eval_env, EVAL_RUN_NAME=RUN_NAME, STEPS="0 2"))
     assert analysis.returncode == 0, analysis.stderr[-3000:]

@@ -6,8 +6,8 @@ Replays the gold actions of the first `--tasks` tasks of the domain and prints m
 
 - a read tool call, a write tool call on an already-copied DB, and an episode's first write (which copies the DB);
 - the reset: building a `TauBenchEnv` for a task plus `init` (scripted user), and `EpisodeToolkit` alone;
-- the reward: the agent-DB hash, the gold replay plus hash of a task seen for the first time (cached afterwards),
-  and the whole `compute_reward` with the gold hash cached.
+- the reward: the whole `compute_reward` (tau2's evaluators: the agent's calls and the gold actions each replayed
+  on a fresh official environment, then both DBs hashed).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from skyrl_integrations.tau_bench.domains import get_domain
 from skyrl_integrations.tau_bench.env import TauBenchEnv
 from skyrl_integrations.tau_bench.reward import GroundTruth, compute_reward
-from skyrl_integrations.tau_bench.toolkit import EpisodeToolkit, gold_db_hash
+from skyrl_integrations.tau_bench.toolkit import EpisodeToolkit
 
 ROWS = (
     "reset: TauBenchEnv() + init",
@@ -29,9 +29,7 @@ ROWS = (
     "tool call: read / generic",
     "tool call: first write (copies the DB)",
     "tool call: write",
-    "reward: agent DB hash",
-    "reward: gold replay + hash (first time)",
-    "reward: compute_reward (gold cached)",
+    "reward: compute_reward",
 )
 
 
@@ -55,17 +53,16 @@ def run(domain_name: str, n_tasks: int) -> dict[str, list[float]]:
         samples["reset: EpisodeToolkit()"].append(_timed(lambda: EpisodeToolkit(domain))[0])
         for action in GroundTruth.from_task(task).actions:
             copied = env.toolkit.copied
-            elapsed, _ = _timed(lambda: env.toolkit.call(action["name"], action["arguments"]))  # noqa: B023
+            elapsed, _ = _timed(
+                lambda: env.trajectory.agent_calls(env.toolkit, action["name"], action["arguments"], "")  # noqa: B023
+            )
             if kinds.has_tool(action["name"]) and kinds.tool_type(action["name"]) is ToolType.WRITE:
                 samples["tool call: write" if copied else "tool call: first write (copies the DB)"].append(elapsed)
             else:
                 samples["tool call: read / generic"].append(elapsed)
         truth = GroundTruth.from_task(task)
-        samples["reward: agent DB hash"].append(_timed(env.toolkit.db_hash)[0])
-        gold_s, _ = _timed(lambda: gold_db_hash(domain, truth.actions))  # noqa: B023  (first time: not cached)
-        samples["reward: gold replay + hash (first time)"].append(gold_s)
-        samples["reward: compute_reward (gold cached)"].append(
-            _timed(lambda: compute_reward(truth, domain, env.toolkit, ["done"]))[0]  # noqa: B023
+        samples["reward: compute_reward"].append(
+            _timed(lambda: compute_reward(domain, task, truth, env.trajectory.messages))[0]  # noqa: B023
         )
     return samples
 

@@ -48,9 +48,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from skyrl_train.config.schema import STRATEGIES
+
 DEFAULT_RAY_PORT = 6479
 SKYPILOT_RAY_PORT = 6380
-STRATEGIES = ("single", "fsdp2")
 BACKENDS = ("hf", "vllm")
 
 

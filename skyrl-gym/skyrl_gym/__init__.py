@@ -10,6 +10,7 @@ from skyrl_gym import envs, error, tools
 from skyrl_gym.core import Env, EnvStepOutput, InfraFailure, InfraFailureReason, call_hook, implements_async
 from skyrl_gym.envs.registration import (
     EnvSpec,
+    config_keys,
     deregister,
     load_entry_point_envs,
     make,
@@ -28,6 +29,7 @@ __all__ = [
     "InfraFailure",
     "InfraFailureReason",
     "call_hook",
+    "config_keys",
     "deregister",
     "envs",
     "error",

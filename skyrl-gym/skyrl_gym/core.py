@@ -27,7 +27,7 @@ import enum
 import functools
 from collections.abc import Mapping
 from concurrent.futures import Executor
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
 ObsType = TypeVar("ObsType")
 ActType = TypeVar("ActType")
@@ -145,6 +145,11 @@ def _close_async_once(close_async):
 
 class Env(Generic[ObsType, ActType]):
     """A stateful environment: `init` starts an episode, `step` advances it, `close` frees resources."""
+
+    env_config_keys: ClassVar[frozenset[str] | None] = None
+    """The keys this env reads from its config block (the trainer's `environment.skyrl_gym.<env id>`, passed as
+    `env_config`): the trainer's config validation refuses any other key there. None: not declared (an env written
+    for upstream skyrl-gym), the block is passed unchecked."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

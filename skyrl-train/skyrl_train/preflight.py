@@ -4,38 +4,48 @@
 becomes an infrastructure-failure placeholder (the generator never crashes a batch), which is right for a tool
 server that hiccups and wrong for a setup that can never work: an unknown env id, a row whose `reward_spec` the env
 cannot read, a file named in an env config that does not exist. Those would turn every trajectory into a placeholder
-and the run would "train" on nothing. `check_envs` finds them first: it resolves every env class named by the config
-(`environment.env_class`) and the data (a row's `env_class`) and runs each env's `init` (then `close`) on the first
-rows of each (data source, env class), through the generator's `EnvRunner` (the same env config block, extras and
-sync/async bridge as training). It raises `PreflightError` naming the env, the dataset file and row, and the env's
-own error (which names the field or file at fault).
+and the run would "train" on nothing. `check_envs` finds them first, through the generator's `EnvRunner` (the same
+env config block, extras and sync/async bridge as training):
+- it resolves the env class named by the config (`environment.env_class`);
+- on EVERY row, it resolves the row's env class and makes the row's env (then closes it) without `init`: an env reads
+  its row and its config block when it is made (upstream's `__init__(env_config, extras)`: `reward_spec`, required
+  extras, files its config names such as demonstrations), so a row it cannot read fails here, whichever row it is;
+- on the first `ROWS_PER_SOURCE` rows of each (data source, env class), it also runs the env's `init`, which may
+  start tool servers or connect to services.
+It raises `PreflightError` naming the env, the dataset file and row, and the env's own error (which names the field
+or file at fault); past `MAX_LISTED_PROBLEMS` failing rows it gives their count.
 
-`validate_setup` (`python -m skyrl_train.entrypoints.validate <same overrides as training>`) checks, in order, and
+`validate_setup` (`python -m skyrl_train.entrypoints.validate <same arguments as training>`) checks, in order, and
 reports every failure (exit status 1 if any):
 1. the config (unknown keys, types, cross-key rules);
 2. the tokenizer and model config of `trainer.policy.model.path` (weights are not loaded);
 3. the dataset files (every row's columns; prompts within `trainer.max_prompt_length` after templating);
-4. the env checks of `check_envs`, each env also given one `step` with an empty action.
+4. the env checks of `check_envs` (every row's env made; `init` on the first rows of each source), each env
+   initialised also given one `step` with an empty action.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import skyrl_gym
-from skyrl_train.config import ConfigError, load_config
+from skyrl_train.config import ConfigError, load_config, split_cli_args
 from skyrl_train.config.schema import SkyRLConfig
 from skyrl_train.dataset import PromptDataset
 from skyrl_train.generators.env_runner import EnvRunner, InfraFailed
 
-__all__ = ["PreflightError", "ROWS_PER_SOURCE", "check_envs", "validate_setup"]
+__all__ = ["PreflightError", "ROWS_PER_SOURCE", "MAX_LISTED_PROBLEMS", "check_envs", "validate_setup"]
 
 ROWS_PER_SOURCE = 2
-"""Rows per (data source, env class) whose env the checks run."""
+"""Rows per (data source, env class) whose env the checks `init` (every row's env is made)."""
+
+MAX_LISTED_PROBLEMS = 20
+"""Failing rows listed one per line in a `PreflightError`; any more are counted."""
 
 
 class PreflightError(RuntimeError):
@@ -55,6 +65,8 @@ class EnvCheck:
     dataset: PromptDataset
     index: int
     env_class: str
+    data_source: Any = None
+    """The row's `data_source` column (None without one)."""
 
     def origin(self) -> str:
         source, row = self.dataset.origin(self.index)
@@ -69,25 +81,54 @@ def check_env_class(cfg: SkyRLConfig) -> str:
     return "registered"
 
 
-def env_checks(
-    cfg: SkyRLConfig, datasets: Mapping[str, PromptDataset | None], rows_per_source: int = ROWS_PER_SOURCE
-) -> list[EnvCheck]:
-    """The first `rows_per_source` rows of each (data source, env class) of each dataset (None ones skipped).
-    Registers the envs of installed packages first, so `run_env_check` sees them."""
+def row_checks(cfg: SkyRLConfig, datasets: Mapping[str, PromptDataset | None]) -> list[EnvCheck]:
+    """Every row of each dataset (None ones skipped), with the env class it runs (`environment.env_class` for a row
+    without one). Registers the envs of installed packages first, so the checks see them."""
     skyrl_gym.load_entry_point_envs()
     checks = []
     for key, dataset in datasets.items():
-        if dataset is None:
-            continue
-        taken: dict[tuple[str | None, str], int] = {}
-        for index in range(len(dataset)):
+        for index in range(len(dataset) if dataset is not None else 0):
             _, env_class, extras, _ = dataset[index]
-            env_class = env_class or cfg.environment.env_class
-            group = (extras.get("data_source"), env_class)
-            if taken.get(group, 0) < rows_per_source:
-                taken[group] = taken.get(group, 0) + 1
-                checks.append(EnvCheck(key, dataset, index, env_class))
+            checks.append(
+                EnvCheck(key, dataset, index, env_class or cfg.environment.env_class, extras.get("data_source"))
+            )
     return checks
+
+
+def env_checks(
+    cfg: SkyRLConfig, datasets: Mapping[str, PromptDataset | None], rows_per_source: int = ROWS_PER_SOURCE
+) -> list[EnvCheck]:
+    """The first `rows_per_source` rows of each (data source, env class) of each dataset: the rows whose env is
+    initialised."""
+    taken: Counter[tuple[str, Any, str]] = Counter()
+    chosen = []
+    for check in row_checks(cfg, datasets):
+        group = (check.dataset_key, check.data_source, check.env_class)
+        if taken[group] < rows_per_source:
+            taken[group] += 1
+            chosen.append(check)
+    return chosen
+
+
+def make_every_env(runner: EnvRunner, checks: list[EnvCheck]) -> list[tuple[EnvCheck, str]]:
+    """Make (and close) the env of every row of `checks`, without `init`; returns each row that fails with why: an
+    env id no env is registered under, or the env's own error."""
+
+    async def make_and_close() -> list[tuple[EnvCheck, str]]:
+        failures = []
+        for check in checks:
+            if check.env_class not in skyrl_gym.registry:
+                failures.append((check, _unknown(check.env_class)))
+                continue
+            try:
+                session = runner.open(check.env_class, check.dataset[check.index][2])
+            except InfraFailed as exc:
+                failures.append((check, f"the env rejects this row: {exc.failure.error}"))
+                continue
+            await session.close()
+        return failures
+
+    return asyncio.run(make_and_close())
 
 
 def run_env_check(runner: EnvRunner, check: EnvCheck, step_action: str | None = None) -> str:
@@ -103,7 +144,7 @@ def check_envs(
     cfg: SkyRLConfig, datasets: Mapping[str, PromptDataset | None], rows_per_source: int = ROWS_PER_SOURCE
 ) -> list[str]:
     """The training preflight (module doc) on every dataset (`{"data.train_data": train, "data.val_data": val}`);
-    returns one line per env init that passed, raises `PreflightError` listing every failure."""
+    returns what passed, one line per check, and raises `PreflightError` listing every failure."""
     passed, problems = [], []
     try:
         check_env_class(cfg)
@@ -111,11 +152,16 @@ def check_envs(
         problems.append(f"environment.env_class={cfg.environment.env_class!r}: {exc}")
     runner = _runner(cfg)
     try:
+        rows = row_checks(cfg, datasets)
+        failures = make_every_env(runner, rows)
+        problems += [f"{check.origin()}: {why}" for check, why in failures]
+        passed.append(f"the env of each of {len(rows)} rows made")
+        failed = {(check.dataset_key, check.index) for check, _ in failures}
         for check in env_checks(cfg, datasets, rows_per_source):
+            if (check.dataset_key, check.index) in failed:
+                continue
             try:
                 run_env_check(runner, check)
-            except UnknownEnvError as exc:
-                problems.append(f"{check.origin()}: {exc}")
             except InfraFailed as exc:
                 problems.append(f"{check.origin()}: env init failed: {exc.failure.error}")
             else:
@@ -124,10 +170,26 @@ def check_envs(
         runner.shutdown()
     if problems:
         raise PreflightError(
-            "the environments cannot run on this data (checked before loading the model):\n  - "
-            + "\n  - ".join(problems)
+            "the environments cannot run on this data (checked before loading the model):" + _listing(problems)
         )
     return passed
+
+
+def _all_made(rows: list[EnvCheck], failures: list[tuple[EnvCheck, str]]) -> int:
+    """The number of rows, or `PreflightError` listing the rows whose env could not be made."""
+    if failures:
+        raise PreflightError(
+            f"{len(failures)} of {len(rows)} rows:" + _listing([f"{check.origin()}: {why}" for check, why in failures])
+        )
+    return len(rows)
+
+
+def _listing(problems: list[str]) -> str:
+    """The problems one per line, at most `MAX_LISTED_PROBLEMS` of them, then how many more there are."""
+    lines = problems[:MAX_LISTED_PROBLEMS]
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        lines.append(f"... and {len(problems) - MAX_LISTED_PROBLEMS} more")
+    return "\n  - " + "\n  - ".join(lines)
 
 
 class Checks:
@@ -150,11 +212,13 @@ class Checks:
         return result
 
 
-def validate_setup(overrides: list[str], out=sys.stdout) -> int:
-    """The `validate` command's checks (module doc) for these config overrides; returns the exit status."""
+def validate_setup(args: list[str], out=sys.stdout) -> int:
+    """The `validate` command's checks (module doc) for these `--config` presets and overrides; returns the exit
+    status."""
     checks = Checks(out)
     try:
-        cfg = load_config(overrides)
+        presets, overrides = split_cli_args(args)
+        cfg = load_config(overrides, presets=presets)
     except ConfigError as exc:
         print(f"FAIL config:\n{exc}", file=out)
         return 1
@@ -184,7 +248,19 @@ def validate_setup(overrides: list[str], out=sys.stdout) -> int:
                 lambda files=files: PromptDataset(files, tokenizer, cfg.trainer.max_prompt_length),
                 lambda d: f"{len(d)} rows",
             )
+            if dataset is None:
+                continue
+            rows = row_checks(cfg, {split: dataset})
+            failures = make_every_env(runner, rows)
+            checks.run(
+                f"{split} rows: the env of each row made",
+                lambda rows=rows, failures=failures: _all_made(rows, failures),
+                lambda count: f"{count} rows",
+            )
+            failed = {check.index for check, _ in failures}
             for check in env_checks(cfg, {split: dataset}):
+                if check.index in failed:
+                    continue
                 checks.run(
                     f"{split} env {check.env_class!r} (row {check.index})",
                     lambda check=check: run_env_check(runner, check, step_action=""),

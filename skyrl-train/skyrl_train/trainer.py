@@ -61,6 +61,7 @@ from skyrl_train.trainer_utils import (
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.utils.memory import PeakRSS, release_free_memory
 from skyrl_train.utils.openmp import release_openmp_threads
+from skyrl_train.workers.protocols import Critic, Policy, Reference
 
 logger = logging.getLogger(__name__)
 
@@ -75,14 +76,15 @@ class InfraFailureError(RuntimeError):
 class PPOTrainer:
     """Owns the loop; the models live in workers, rollouts come from the generator.
 
-    `policy`, `ref` (or None) and `critic` (or None) are workers with the `PolicyWorker` / `RefWorker` /
-    `CriticWorker` interface; `await sync_weights(weight_version)` brings the engines to the policy's weights,
-    labelled `weight_version` (the global step whose update produced them; e.g. `WeightSyncSender.sync`): once
-    before the first generation and after every update. With `inference_engine` given (a local engine; remote ones
-    only receive the syncs), the engine sleeps while the trainer trains and wakes as `EngineTurns` says, so it
-    releases its memory and drops prefix KV computed with weights that are about to change. `checkpoints` saves and
-    resumes (with its sink, e.g. S3; default: local folders under `trainer.ckpt_path`) and `eval_dumps` uploads eval
-    dumps (`BasePPOExp.get_checkpoint_manager` / `get_eval_dump_uploader` build both from the config).
+    `policy`, `ref` (or None) and `critic` (or None) are workers as `skyrl_train.workers.protocols` describes them
+    (`Policy` / `Reference` / `Critic`: single-process workers or fsdp2 worker groups). `await
+    sync_weights(weight_version)` brings the engines to the policy's weights, labelled `weight_version` (the global
+    step whose update produced them; e.g. `WeightSyncSender.sync`): once before the first generation and after every
+    update. With `inference_engine` given (a local engine; remote ones only receive the syncs), the engine sleeps
+    while the trainer trains and wakes as `EngineTurns` says, so it releases its memory and drops prefix KV computed
+    with weights that are about to change. `checkpoints` saves and resumes (with its sink, e.g. S3; default: local
+    folders under `trainer.ckpt_path`) and `eval_dumps` uploads eval dumps (`BasePPOExp.get_checkpoint_manager` /
+    `get_eval_dump_uploader` build both from the config).
     """
 
     def __init__(
@@ -93,9 +95,9 @@ class PPOTrainer:
         train_loader: PromptDataLoader,
         eval_loader: PromptDataLoader | None,
         generator: GeneratorInterface,
-        policy,
-        ref=None,
-        critic=None,
+        policy: Policy,
+        ref: Reference | None = None,
+        critic: Critic | None = None,
         sync_weights=None,
         inference_engine: InferenceEngineInterface | None = None,
         checkpoints: CheckpointManager | None = None,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.common.config import to_plain
+from skyrl_gym.common.config import checked_block, keys_of
 from skyrl_integrations.mcp import client
 from skyrl_integrations.mcp.prompt import TOOL_PROMPT_STYLES, validate_demonstrations
 from skyrl_integrations.mcp.scoring import DEFAULT_REWARD_WEIGHTS, RewardWeights
@@ -42,14 +42,7 @@ class MCPEnvConfig:
 
     @classmethod
     def from_env_config(cls, env_config: Any) -> MCPEnvConfig:
-        raw = to_plain(env_config) or {}
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"{WHERE}: expected a mapping, got {type(raw).__name__}")
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(raw) - fields)
-        if unknown:
-            raise ValueError(f"{WHERE}: unknown key(s) {unknown}; allowed: {sorted(fields)}")
-        values = dict(raw)
+        values = checked_block(env_config, keys_of(cls), WHERE)
         if "servers" in values:
             values["servers"] = _server_table(values["servers"])
         for key in ("allowed_tools", "terminal_tools"):

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from skyrl_gym import InfraFailure, InfraFailureReason
+from skyrl_gym.common.config import keys_of
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 from skyrl_integrations.mcp.client import MCPToolGroup, ToolResult, run_blocking
 from skyrl_integrations.mcp.config import MCPEnvConfig
@@ -75,6 +76,8 @@ class MCPToolEnv(BaseTextEnv):
     smaller of the ground truth's ``max_turns`` and the generator's (default `DEFAULT_MAX_TURNS` when neither is
     set). The env needs its last turn to score the episode there; the generator stops at its own limit anyway.
     """
+
+    env_config_keys: ClassVar[frozenset[str]] = keys_of(MCPEnvConfig)
 
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None):
         super().__init__()

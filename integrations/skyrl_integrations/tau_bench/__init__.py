@@ -1,6 +1,6 @@
 """tau-bench (tau2) customer-service domains as an RL environment: `TauBenchEnv` (env id ``tau_bench``), the
-in-process toolkits over per-episode DB copies, the reward by DB hash against replayed gold actions, the user
-simulators, and the data converter (``python -m skyrl_integrations.tau_bench.convert_data``).
+in-process toolkits over per-episode DB copies, the episode as tau2 messages and its reward from tau2's own
+evaluators, the user simulators, and the data converter (``python -m skyrl_integrations.tau_bench.convert_data``).
 
 Importing the package does not load the tau2 domain data; `get_domain` does, once per process.
 """
@@ -9,7 +9,8 @@ from skyrl_integrations.tau_bench.config import TauBenchEnvConfig
 from skyrl_integrations.tau_bench.domains import DOMAINS, Domain, get_domain
 from skyrl_integrations.tau_bench.env import TauBenchEnv
 from skyrl_integrations.tau_bench.reward import GroundTruth, RewardResult, compute_reward
-from skyrl_integrations.tau_bench.toolkit import EpisodeToolkit, ToolOutput, gold_db_hash
+from skyrl_integrations.tau_bench.toolkit import EpisodeToolkit
+from skyrl_integrations.tau_bench.trajectory import Trajectory
 from skyrl_integrations.tau_bench.users import LLMUser, LLMUserConfig, ScriptedUser, UserSimulatorError
 
 __all__ = [
@@ -23,9 +24,8 @@ __all__ = [
     "ScriptedUser",
     "TauBenchEnv",
     "TauBenchEnvConfig",
-    "ToolOutput",
+    "Trajectory",
     "UserSimulatorError",
     "compute_reward",
     "get_domain",
-    "gold_db_hash",
 ]

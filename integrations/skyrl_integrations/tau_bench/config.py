@@ -8,6 +8,12 @@ Keys (all optional):
 - ``max_tool_errors`` (10): tool calls answered with an error before the episode ends with reward 0 (tau2's cap).
 - ``transfer_ends_episode`` (true): a ``transfer_to_human_agents`` call ends the episode, which is then graded
   (tau-bench v1); false keeps going until the user stops (tau2).
+- ``repair_calls`` (false): false runs each tool call exactly as written, as official tau2 does: a tool name in
+  another case or with a namespace prefix (``functions.``), or an argument under another name (``id`` for
+  ``user_id``), is answered with tau2's own error (``Tool '...' not found.``, ``... got an unexpected keyword
+  argument ...``), so what scores here scores on tau2. true repairs such calls against the tool's schema first, as
+  the project's tool-call parser does (name case, separators and prefixes; renamed arguments; numbers or JSON
+  written as strings), and counts each repaired call (metric ``repaired_calls``): rewards then overstate tau2's.
 - ``include_policy`` (true): false leaves the domain policy out of the system prompt, to fit a small model's context
   on CPU. The policy is what the agent must follow: published tau-bench numbers always include it.
 - ``tool_prompt`` ("full"): "full" (each official JSON schema) or "compact" (one line per tool, for small models).
@@ -40,6 +46,7 @@ class TauBenchEnvConfig:
     max_turns: int = 30
     max_tool_errors: int = 10
     transfer_ends_episode: bool = True
+    repair_calls: bool = False
     include_policy: bool = True
     tool_prompt: str = "full"
     demonstrations: tuple[dict[str, str], ...] = ()
@@ -65,7 +72,7 @@ class TauBenchEnvConfig:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{WHERE}.{key}: must be an int >= 1, got {value!r}")
-        for key in ("transfer_ends_episode", "include_policy"):
+        for key in ("transfer_ends_episode", "repair_calls", "include_policy"):
             if not isinstance(getattr(self, key), bool):
                 raise ValueError(f"{WHERE}.{key}: must be true or false, got {getattr(self, key)!r}")
         if self.tool_prompt not in TOOL_PROMPT_STYLES:

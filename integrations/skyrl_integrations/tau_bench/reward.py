@@ -1,13 +1,18 @@
-"""The episode reward, tau2's way: the product of the components named in the task's ``reward_basis``.
+"""The episode reward from tau2's own evaluators: the product of the components named in the task's
+``reward_basis``, as tau2's ``evaluate_simulation`` combines them.
 
-- ``DB``: 1 when the hash of the agent's final DB equals the hash after replaying the gold actions on a fresh DB
-  (only writes matter: reads, failed writes and `calculate` never change the DB).
-- ``COMMUNICATE``: 1 when every ``communicate_info`` string occurs in some agent text message, compared
-  lower-cased, with commas removed from the message (not from the string).
+- ``DB``: tau2's `EnvironmentEvaluator` replays the agent's tool calls (from the episode's `Trajectory`) on one
+  fresh environment and the gold actions on another, and compares their DB hashes (only writes matter: reads,
+  failed writes and `calculate` never change the DB). A replayed call whose answer differs from the one recorded
+  in the episode raises tau2's ValueError (its determinism check).
+- ``COMMUNICATE``: tau2's `CommunicateEvaluator`: every ``communicate_info`` string occurs in some agent message,
+  compared lower-cased, with commas removed from the message (not from the string).
 
-``NL_ASSERTION`` needs an LLM judge, and ``ENV_ASSERTION`` / ``ACTION`` are not used by retail or airline; a task
-whose basis names one of them is refused with an error (never silently passed). Its ``nl_assertions`` outside the
-basis are diagnostics in tau2 and are not checked here (counted in the metrics as ``nl_assertions_unchecked``).
+``evaluate_simulation`` itself is not called: its module imports tau2's LLM stack (litellm, for the NL judge and
+its agents), which is not installed. ``NL_ASSERTION`` needs that LLM judge, and ``ENV_ASSERTION`` / ``ACTION`` need
+criteria a row's `GroundTruth` does not carry (retail and airline use neither); a task whose basis names one of
+them is refused with an error (never silently passed). Its ``nl_assertions`` outside the basis are diagnostics in
+tau2 and are not checked here (counted in the metrics as ``nl_assertions_unchecked``).
 """
 
 from __future__ import annotations
@@ -16,8 +21,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyrl_integrations.tau_bench.domains import Domain
-from skyrl_integrations.tau_bench.toolkit import EpisodeToolkit, gold_db_hash
+from skyrl_integrations.tau_bench.domains import Domain, import_tau2
 
 SUPPORTED_COMPONENTS = ("DB", "COMMUNICATE")
 UNSUPPORTED_COMPONENTS = ("NL_ASSERTION", "ENV_ASSERTION", "ACTION")
@@ -72,7 +76,8 @@ class GroundTruth:
         if unsupported:
             raise ValueError(
                 f"{where}.reward_basis: {unsupported} cannot be graded here (NL_ASSERTION needs an LLM judge; "
-                f"ENV_ASSERTION / ACTION are not implemented); supported: {list(SUPPORTED_COMPONENTS)}"
+                f"ENV_ASSERTION / ACTION need criteria a ground truth does not carry); "
+                f"supported: {list(SUPPORTED_COMPONENTS)}"
             )
         unknown_basis = sorted(set(basis) - set(SUPPORTED_COMPONENTS))
         if unknown_basis:
@@ -82,6 +87,20 @@ class GroundTruth:
             communicate_info=tuple(_strings(value.get("communicate_info") or [], f"{where}.communicate_info")),
             nl_assertions=tuple(_strings(value.get("nl_assertions") or [], f"{where}.nl_assertions")),
             reward_basis=basis,
+        )
+
+    def criteria(self) -> Any:
+        """As tau2's `EvaluationCriteria` (each gold action requested by the agent, as in every retail and airline
+        task)."""
+        tasks = import_tau2("tau2.data_model.tasks")
+        return tasks.EvaluationCriteria(
+            actions=[
+                tasks.Action(action_id=str(i), name=action["name"], arguments=dict(action["arguments"]))
+                for i, action in enumerate(self.actions)
+            ],
+            communicate_info=list(self.communicate_info),
+            nl_assertions=list(self.nl_assertions),
+            reward_basis=list(self.reward_basis),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,27 +129,28 @@ class RewardResult:
         return [name for name, value in self.components.items() if value < 1.0]
 
 
-def compute_reward(
-    truth: GroundTruth, domain: Domain, toolkit: EpisodeToolkit, agent_messages: Sequence[str]
-) -> RewardResult:
-    """Grade a finished episode: `toolkit` holds the agent's DB, `agent_messages` its texts to the user."""
-    components: dict[str, float] = {}
-    missing: tuple[str, ...] = ()
+def compute_reward(domain: Domain, task: Any, truth: GroundTruth, trajectory: Sequence[Any]) -> RewardResult:
+    """Grade a finished episode with tau2's evaluators: `trajectory` is its tau2 messages (`Trajectory.messages`),
+    `task` the tau2 task, graded against `truth` (which replaces the task's own evaluation criteria)."""
+    environment_evaluator = import_tau2("tau2.evaluator.evaluator_env").EnvironmentEvaluator
+    communicate_evaluator = import_tau2("tau2.evaluator.evaluator_communicate").CommunicateEvaluator
+    graded = task.model_copy(update={"evaluation_criteria": truth.criteria()})
+    messages = list(trajectory)
+    infos = []
     if "DB" in truth.reward_basis:
-        components["DB"] = float(toolkit.db_hash() == gold_db_hash(domain, truth.actions))
+        infos.append(
+            environment_evaluator.calculate_reward(
+                environment_constructor=domain.make_environment, task=graded, full_trajectory=messages
+            )
+        )
     if "COMMUNICATE" in truth.reward_basis:
-        missing = tuple(info for info in truth.communicate_info if not communicated(info, agent_messages))
-        components["COMMUNICATE"] = float(not missing)
+        infos.append(communicate_evaluator.calculate_reward(task=graded, full_trajectory=messages))
     reward = 1.0
-    for value in components.values():
-        reward *= value
+    for info in infos:
+        reward *= info.reward
+    components = {str(kind.value): value for info in infos for kind, value in (info.reward_breakdown or {}).items()}
+    missing = tuple(check.info for info in infos for check in info.communicate_checks or [] if not check.met)
     return RewardResult(reward, components, missing)
-
-
-def communicated(info: str, agent_messages: Sequence[str]) -> bool:
-    """Whether `info` occurs in some agent message (lower-cased; commas removed from the message only)."""
-    needle = info.lower()
-    return any(needle in message.lower().replace(",", "") for message in agent_messages)
 
 
 def _strings(value: Any, where: str) -> list[str]:

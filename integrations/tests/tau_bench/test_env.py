@@ -79,8 +79,7 @@ def test_only_the_first_of_several_calls_runs(make_env):
     ("reply", "kind"),
     [
         ('<tool_call>{"name": "find_user_id_by_email", "arguments": {"email": </tool_call>', "malformed_json"),
-        ('<tool_call>{"name": "refund_everything", "arguments": {}}</tool_call>', "unknown_tool"),
-        ('<tool_call>{"name": "get_order_details", "arguments": {}}</tool_call>', "invalid_arguments"),
+        ('<tool_call>{"name": "get_order_details", "arguments": ["#W2378156"]}</tool_call>', "invalid_arguments"),
     ],
 )
 def test_a_failed_call_attempt_gets_a_hint_and_is_counted_per_kind(make_env, reply, kind):
@@ -174,6 +173,7 @@ def test_transfer_can_be_left_to_the_user(make_env, gold, as_tool_call):
         ({"max_turns": 0}, "environment.skyrl_gym.tau_bench.max_turns: must be an int >= 1, got 0"),
         ({"tool_prompt": "tiny"}, "environment.skyrl_gym.tau_bench.tool_prompt: expected one of"),
         ({"include_policy": "no"}, "environment.skyrl_gym.tau_bench.include_policy: must be true or false, got 'no'"),
+        ({"repair_calls": 1}, "environment.skyrl_gym.tau_bench.repair_calls: must be true or false, got 1"),
         ({"user": {"kind": "human"}}, "environment.skyrl_gym.tau_bench.user.kind: expected one of"),
         (
             {"user": {"kind": "llm", "model": "m"}},

@@ -123,6 +123,13 @@ def spec(env_id: str) -> EnvSpec:
     return registry[env_id]
 
 
+def config_keys(env_id: str) -> frozenset[str] | None:
+    """The config keys env `env_id` declares (its class's `Env.env_config_keys`), or None when it declares none (a
+    factory function, or an env written for upstream skyrl-gym). Imports the env's module."""
+    keys = getattr(load_env_creator(spec(env_id).entry_point), "env_config_keys", None)
+    return None if keys is None else frozenset(keys)
+
+
 def make(id: str | EnvSpec, **kwargs) -> Env:
     """Build an env: the spec's default kwargs updated with `kwargs` (upstream passes `env_config=`, `extras=`)."""
     env_spec = id if isinstance(id, EnvSpec) else spec(id)

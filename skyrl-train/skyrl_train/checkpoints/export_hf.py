@@ -5,8 +5,8 @@
 
 A checkpoint (`global_step_N/`) holds the policy's *trainable* weights, optimizer and RNG state, not a loadable
 model (the HF export under `trainer.export_path` stays on the training machine). So the policy is rebuilt the way
-a resume rebuilds it: a `PolicyWorker` from the run's own config (saved in `trainer_state.pt`: the base model
-`trainer.policy.model.path`, LoRA settings, `bf16`), its weights loaded (`load_checkpoint` for a single-process
+a resume rebuilds it: the single-process strategy's policy worker, on this machine's CPU, from the run's own config
+(saved in `trainer_state.pt`: the base model `trainer.policy.model.path`, LoRA settings, `bf16`), its weights loaded (`load_checkpoint` for a single-process
 checkpoint; for an fsdp2 one, the trainable weights of its DCP shards, reassembled in this one process), then
 `export_hf` (LoRA merged, with the tokenizer). The base model must be reachable here as it was for training.
 
@@ -32,9 +32,8 @@ from skyrl_train.checkpoints.rank_uploads import RankUploads
 from skyrl_train.config import ConfigError, SkyRLConfig, build_config
 from skyrl_train.distributed.fsdp_workers import DCP_DIR
 from skyrl_train.storage import S3StorageError, S3Store, make_s3_client
+from skyrl_train.strategies import SingleProcess
 from skyrl_train.trainer import TRAINER_STATE_FILE
-from skyrl_train.utils.device import training_dtype
-from skyrl_train.workers.policy import PolicyWorker
 from skyrl_train.workers.trainable import MODEL_FILE
 
 logger = logging.getLogger(__name__)
@@ -70,8 +69,10 @@ def export_checkpoint(step_dir: str | os.PathLike, output: str | os.PathLike) ->
             )
         raise CheckpointError(f"{policy_dir} holds neither {MODEL_FILE} (single) nor {DCP_DIR}/ (fsdp2)")
     t = cfg.trainer
-    # On the CPU, in bf16 only when the run asked for it (an unset trainer.bf16 exports fp32: lossless for bf16).
-    policy = PolicyWorker(t.policy, t.algorithm, dtype=training_dtype(t.bf16, "cpu"))
+    # On the CPU, whatever device the run trained on; in bf16 only when the run asked for it (an unset trainer.bf16
+    # exports fp32: lossless for bf16).
+    t.device = "cpu"
+    policy = SingleProcess(cfg).worker_builder(num_training_steps=None).policy()
     try:
         if (policy_dir / MODEL_FILE).is_file():
             policy.load_checkpoint(policy_dir)

@@ -2,6 +2,7 @@
 
     from skyrl_train.config import load_config
     cfg = load_config(["trainer.epochs=2", "generator.max_turns=3"])   # typed, validated SkyRLConfig
+    cfg = load_config(["trainer.epochs=2"], presets=["examples/gsm8k/grpo.yaml"])   # preset files first
 
 The schema (`schema.py`) declares every key once; `ppo_base_config.yaml` and
 `docs/config_reference.md` are rendered from it (`python -m skyrl_train.config.render_yaml`).
@@ -9,8 +10,18 @@ Keys declared for upstream compatibility but not implemented here are listed in 
 unless left at their default.
 """
 
+from skyrl_train.config.changes import config_changes, format_config_changes
 from skyrl_train.config.errors import ConfigError
-from skyrl_train.config.loader import BASE_CONFIG_PATH, CONFIG_DIR, CONFIG_NAME, build_config, load_config
+from skyrl_train.config.loader import (
+    BASE_CONFIG_PATH,
+    CONFIG_DIR,
+    CONFIG_NAME,
+    LoadedConfig,
+    build_config,
+    load_config,
+    resolve_config,
+)
+from skyrl_train.config.presets import split_cli_args
 from skyrl_train.config.schema import (
     AlgorithmConfig,
     DataConfig,
@@ -33,14 +44,19 @@ __all__ = [
     "DataConfig",
     "EnvironmentConfig",
     "GeneratorConfig",
+    "LoadedConfig",
     "SamplingParams",
     "SkyRLConfig",
     "SkyRLGymConfig",
     "TrainerConfig",
     "build_config",
+    "config_changes",
     "critic_dp_size",
+    "format_config_changes",
     "load_config",
     "policy_dp_size",
+    "resolve_config",
+    "split_cli_args",
     "to_dict",
     "validate_cfg",
 ]

@@ -1,11 +1,13 @@
-"""Build a typed `SkyRLConfig` from `ppo_base_config.yaml` plus Hydra-style command-line overrides.
+"""Build a typed `SkyRLConfig` from `ppo_base_config.yaml`, preset files and Hydra-style command-line overrides.
 
-Overrides use Hydra's grammar (parsed by Hydra's own parser): `key=value` changes a key,
-`+key=value` adds one, `++key=value` sets whether or not it exists, `~key` deletes it (a declared
-key then falls back to its default). Values are YAML-ish: `a=[1,2]`, `b={x: 1}`, `c=null`,
-`d='${trainer.seed}'`. Keys are checked against the schema: an unknown key is an error naming the
-full dotted key and the nearest declared one; a value of the wrong type is an error naming the key
-and the expected type. Every problem found is reported in one `ConfigError`.
+Layers apply in order: the base config, the presets (`presets.py`: YAML files with the base config's nesting,
+each after the presets it builds on), then the overrides. Overrides use Hydra's grammar (parsed by Hydra's own
+parser): `key=value` changes a key, `+key=value` adds one, `++key=value` sets whether or not it exists, `~key`
+deletes it (a declared key then falls back to its default). Values are YAML-ish: `a=[1,2]`, `b={x: 1}`, `c=null`,
+`d='${trainer.seed}'`. Blocks merge key by key; any other value (a list too) replaces the one before. Keys are
+checked against the schema: an unknown key is an error naming the full dotted key and the nearest declared one
+(and the preset file that set it); a value of the wrong type is an error naming the key, the expected type and the
+preset file that set it. Every problem found is reported in one `ConfigError`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,21 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from skyrl_train.config.errors import ConfigError
+from skyrl_train.config.presets import Preset, expand_presets
 from skyrl_train.config.schema import SkyRLConfig, extra_keys_field
 from skyrl_train.config.validate import validate_cfg
 
-__all__ = ["CONFIG_DIR", "CONFIG_NAME", "BASE_CONFIG_PATH", "load_config", "build_config", "type_name"]
+__all__ = [
+    "BASE_CONFIG_PATH",
+    "CONFIG_DIR",
+    "CONFIG_NAME",
+    "OVERRIDE",
+    "LoadedConfig",
+    "build_config",
+    "load_config",
+    "resolve_config",
+    "type_name",
+]
 
 CONFIG_DIR = Path(__file__).resolve().parent
 CONFIG_NAME = "ppo_base_config"
@@ -40,27 +53,56 @@ _UNSUPPORTED_PREFIXES = {
     "generator.external_server_urls": "upstream's new inference-server path is not supported in this fork",
 }
 
+OVERRIDE = "override"
+"""The source of a key set by a command-line override (a key set by a preset has the preset's path)."""
+
 _NO_FIT = object()
 
 
-def load_config(overrides: Iterable[str] | None = None, *, validate: bool = True) -> SkyRLConfig:
-    """Compose `ppo_base_config.yaml` with Hydra-style `overrides` into a typed, validated `SkyRLConfig`.
+@dataclasses.dataclass
+class LoadedConfig:
+    """A loaded config and, for every key a preset or an override set, which one set it last."""
+
+    cfg: SkyRLConfig
+    sources: dict[str, str]
+    """Dotted key -> the preset's path or `OVERRIDE`; a block set as a whole has an entry per key in it."""
+
+    def source_of(self, key: str) -> str | None:
+        """Which preset or override set `key` (or the block it lies in); None when it keeps the base value."""
+        return _source_of(self.sources, key)
+
+
+def load_config(
+    overrides: Iterable[str] | None = None, *, presets: Iterable[str | Path] = (), validate: bool = True
+) -> SkyRLConfig:
+    """Compose `ppo_base_config.yaml`, the `presets` files and Hydra-style `overrides`, in that order, into a typed,
+    validated `SkyRLConfig`.
 
     Raises `ConfigError` listing every unknown key, type error and (with `validate`) rule violation.
     """
+    return resolve_config(overrides, presets=presets, validate=validate).cfg
+
+
+def resolve_config(
+    overrides: Iterable[str] | None = None, *, presets: Iterable[str | Path] = (), validate: bool = True
+) -> LoadedConfig:
+    """`load_config`, keeping which preset or override set each key."""
     problems: list[str] = []
+    sources: dict[str, str] = {}
     tree = OmegaConf.to_container(OmegaConf.load(BASE_CONFIG_PATH), resolve=False)
-    _apply_overrides(tree, list(overrides or []), problems)
+    for preset in expand_presets(presets):
+        _apply_preset(tree, preset, sources, problems)
+    _apply_overrides(tree, list(overrides or []), sources, problems)
     try:
         resolved = OmegaConf.to_container(OmegaConf.create(tree), resolve=True)
     except OmegaConfBaseException as e:
         raise ConfigError([*problems, f"Cannot resolve interpolation: {e}"]) from None
-    cfg = _build_root(resolved, problems)
+    cfg = _build_root(resolved, problems, sources)
     if problems:
         raise ConfigError(problems)
     if validate:
         validate_cfg(cfg)
-    return cfg
+    return LoadedConfig(cfg, sources)
 
 
 def build_config(data: Mapping[str, Any] | DictConfig) -> SkyRLConfig:
@@ -72,16 +114,43 @@ def build_config(data: Mapping[str, Any] | DictConfig) -> SkyRLConfig:
     if isinstance(data, DictConfig):
         data = OmegaConf.to_container(data, resolve=True)
     problems: list[str] = []
-    cfg = _build_root(data, problems)
+    cfg = _build_root(data, problems, {})
     if problems:
         raise ConfigError(problems)
     return cfg
 
 
-# ------------------------------------------------------------------------------------------ overrides
+# ------------------------------------------------------------------------------------ presets, overrides
 
 
-def _apply_overrides(tree: dict, overrides: list[str], problems: list[str]) -> None:
+def _apply_preset(tree: dict, preset: Preset, sources: dict[str, str], problems: list[str]) -> None:
+    where = preset.name
+    for parts, value in _preset_entries(preset.values, (), where, problems):
+        _set(tree, list(parts), value)
+        _record(sources, ".".join(parts), value, where)
+
+
+def _preset_entries(
+    block: Mapping[Any, Any], prefix: tuple[str, ...], where: str, problems: list[str]
+) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """(key parts, value) of each value a preset sets: it descends through the schema's blocks; a free-form
+    block (an env's, `engine_init_kwargs`) or a declared key is one entry."""
+    for name, value in block.items():
+        parts = (*prefix, str(name))
+        key = ".".join(parts)
+        if "." in str(name):
+            problems.append(f"{where}: key '{key}': a preset nests its keys (`a: {{b: 1}}`), not dotted names.")
+            continue
+        kind = _classify(key)
+        if kind is None:
+            problems.append(f"{where}: {unknown_key_message(key)}")
+        elif kind == "block" and isinstance(value, Mapping):
+            yield from _preset_entries(value, parts, where, problems)
+        else:
+            yield parts, value
+
+
+def _apply_overrides(tree: dict, overrides: list[str], sources: dict[str, str], problems: list[str]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -107,11 +176,38 @@ def _apply_overrides(tree: dict, overrides: list[str], problems: list[str]) -> N
                 problems.append(f"Cannot delete '{key}': it is not set.")
             else:
                 _delete(tree, parts)
+                _forget(sources, key)
             continue
         if override.is_add() and exists:
             problems.append(f"Cannot add '{key}': it already exists; use '{key}=...' or '++{key}=...'.")
             continue
-        _set(tree, parts, override.value())
+        value = override.value()
+        _set(tree, parts, value)
+        _record(sources, key, value, OVERRIDE)
+
+
+def _record(sources: dict[str, str], key: str, value: Any, source: str) -> None:
+    """Note that `source` set `key` to `value`; a block merges (its other keys keep their sources), any other
+    value replaces what was under `key`."""
+    if not isinstance(value, Mapping):
+        _forget(sources, key)
+    for leaf in _leaf_keys(value, key):
+        sources[leaf] = source
+
+
+def _forget(sources: dict[str, str], key: str) -> None:
+    for known in [k for k in sources if k == key or k.startswith(key + ".")]:
+        del sources[known]
+
+
+def _source_of(sources: Mapping[str, str], key: str) -> str | None:
+    """The source of `key` or of the nearest block above it that a preset or override set."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        source = sources.get(".".join(parts[:end]))
+        if source is not None:
+            return source
+    return None
 
 
 def _exists(tree: dict, parts: list[str]) -> bool:
@@ -167,7 +263,8 @@ def _is_open_type(tp: Any) -> bool:
 
 
 def _classify(key: str) -> str | None:
-    """'known' for a declared key or block, 'open' for a key under a free-form dict, None if unknown."""
+    """'block' for a declared block, 'known' for a declared key, 'open' for a key under a free-form dict, None if
+    unknown."""
     cls: Any = SkyRLConfig
     parts = key.split(".")
     for i, part in enumerate(parts):
@@ -182,7 +279,7 @@ def _classify(key: str) -> str | None:
                 return "known"
             return "open" if _is_open_type(tp) else None
         return "open" if extra else None
-    return "known"
+    return "block"
 
 
 def _all_keys(cls: type = SkyRLConfig, prefix: str = "") -> list[str]:
@@ -279,14 +376,21 @@ def _leaf_keys(value: Any, prefix: str) -> list[str]:
     return [prefix]
 
 
-def _build_root(data: Any, problems: list[str]) -> SkyRLConfig:
+def _build_root(data: Any, problems: list[str], sources: Mapping[str, str]) -> SkyRLConfig:
+    """`data` as a `SkyRLConfig`; a problem with a key a preset set names the preset (`sources`) first."""
     if not isinstance(data, Mapping):
         problems.append(f"config: expected a mapping, got {_describe(data)}")
         return SkyRLConfig()
-    return _build(SkyRLConfig, data, "", problems)
+    return _build(SkyRLConfig, data, "", problems, sources)
 
 
-def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str]) -> Any:
+def _in_preset(sources: Mapping[str, str], key: str) -> str:
+    """'<preset path>: ' when a preset set `key`, else ''."""
+    source = _source_of(sources, key)
+    return "" if source in (None, OVERRIDE) else f"{source}: "
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str], sources: Mapping[str, str]) -> Any:
     flds = _fields(cls)
     extra = extra_keys_field(cls)
     kwargs: dict[str, Any] = {}
@@ -296,7 +400,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str])
         f = flds.get(name)
         if f is None or name == extra:
             if extra is None:
-                problems.extend(unknown_key_message(k) for k in _leaf_keys(value, key))
+                problems.extend(_in_preset(sources, k) + unknown_key_message(k) for k in _leaf_keys(value, key))
             elif name == extra and isinstance(value, Mapping):
                 extras.update(value)
             else:
@@ -304,17 +408,19 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str])
             continue
         if dataclasses.is_dataclass(f.type):
             if isinstance(value, Mapping):
-                kwargs[name] = _build(f.type, value, key + ".", problems)
+                kwargs[name] = _build(f.type, value, key + ".", problems, sources)
             else:
-                problems.append(f"{key}: expected a mapping (a block of keys), got {_describe(value)}")
+                problems.append(
+                    f"{_in_preset(sources, key)}{key}: expected a mapping (a block of keys), got {_describe(value)}"
+                )
             continue
         out = _coerce(value, f.type)
         if out is _NO_FIT:
-            problems.append(f"{key}: expected {type_name(f.type)}, got {_describe(value)}")
+            problems.append(f"{_in_preset(sources, key)}{key}: expected {type_name(f.type)}, got {_describe(value)}")
         else:
             kwargs[name] = out
     if extra is not None:
-        kwargs[extra] = _check_extras(cls, extras, flds[extra], prefix, problems)
+        kwargs[extra] = _check_extras(cls, extras, flds[extra], prefix, problems, sources)
     try:
         return cls(**kwargs)
     except ValueError as exc:  # a block that validates its own values (e.g. SamplingParams)
@@ -322,7 +428,9 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str])
         return cls()
 
 
-def _check_extras(cls: type, extras: dict, f: dataclasses.Field, prefix: str, problems: list[str]) -> dict:
+def _check_extras(
+    cls: type, extras: dict, f: dataclasses.Field, prefix: str, problems: list[str], sources: Mapping[str, str]
+) -> dict:
     """Undeclared keys of an open block, merged over its defaults; near-misses of declared keys are errors."""
     declared = [n for n in _fields(cls) if n != f.name]
     value_tp = typing.get_args(f.type)[1]
@@ -332,11 +440,13 @@ def _check_extras(cls: type, extras: dict, f: dataclasses.Field, prefix: str, pr
         key = f"{prefix}{name}"
         near = difflib.get_close_matches(name, declared, n=1, cutoff=0.85)
         if near:
-            problems.append(f"Unknown config key '{key}'. Did you mean '{prefix}{near[0]}'?")
+            problems.append(f"{_in_preset(sources, key)}Unknown config key '{key}'. Did you mean '{prefix}{near[0]}'?")
             continue
         fitted = _coerce(value, value_tp)
         if fitted is _NO_FIT:
-            problems.append(f"{key}: expected {type_name(value_tp)} ({what}), got {_describe(value)}")
+            problems.append(
+                f"{_in_preset(sources, key)}{key}: expected {type_name(value_tp)} ({what}), got {_describe(value)}"
+            )
         elif isinstance(fitted, dict) and isinstance(out.get(name), dict):
             out[name] = _merge(out[name], fitted)
         else:

@@ -86,8 +86,8 @@ _HEADER = """\
 # SkyRL training config: the Hydra root config (`ppo_base_config`).
 # GENERATED from skyrl_train/config/schema.py by `python -m skyrl_train.config.render_yaml`.
 # Do not edit by hand; change the schema and re-render. Reference: skyrl-train/docs/config_reference.md
-# Override any key on the command line, Hydra style:
-#   python -m skyrl_train.entrypoints.main_base trainer.epochs=2 generator.max_turns=3
+# Override any key on the command line, Hydra style, after any preset files (YAML with this nesting):
+#   python -m skyrl_train.entrypoints.main_base --config examples/gsm8k/grpo.yaml trainer.epochs=2 generator.max_turns=3
 # Keys marked "[not implemented: refused unless default]" are kept for upstream compatibility
 # and refused with any other value (skyrl_train/config/support.py).
 """
@@ -202,6 +202,8 @@ def render_docs() -> str:
         "Every key of `skyrl_train/config/ppo_base_config.yaml`, the Hydra root config. Set any of them on the",
         "command line: `python -m skyrl_train.entrypoints.main_base trainer.epochs=2 +generator.sampling_params.ignore_eos=true`",
         "(`key=value` changes a key, `+key=value` adds a free-form one, `~key` resets a key to its default).",
+        "Preset files (`--config preset.yaml`, repeatable; YAML with this file's nesting, e.g. `examples/gsm8k/grpo.yaml`)",
+        "apply first, in order; `examples/README.md` describes them.",
         "Unknown keys and wrong types are errors that name the key; the cross-key rules live in",
         "`skyrl_train/config/validate.py` (`validate_cfg`).",
         "",
@@ -214,10 +216,15 @@ def render_docs() -> str:
         "than the default is refused with an error naming the key and the reason (`skyrl_train/config/support.py`).",
         "Keys marked **[... : refused unless default elsewhere]** take effect only in some configs (fsdp2-only",
         "placement and sharding, vLLM-only engine keys, critic-only keys, the reference model's own keys, the",
-        "KL-in-reward controller, the cap or bounds of an off-policy correction rule that is off);",
+        "KL-in-reward controller, the cap or bounds of an off-policy correction rule that is off, the KL and entropy",
+        "coefficients without their term, LoRA settings at rank 0, keys only some estimators or losses read, eval",
+        "settings without eval data, the HTTP endpoint's address while it is off, ...: `support.CONDITIONAL`);",
         "elsewhere they would do nothing, so a value other than the default is refused the same way.",
         "Extra keys of `generator.sampling_params` / `eval_sampling_params` go to the inference engine; only those",
-        "the configured backend reads are accepted (`support.ENGINE_EXTRA_SAMPLING_KEYS`).",
+        "the configured backend reads are accepted (`support.ENGINE_EXTRA_SAMPLING_KEYS`). A block of",
+        "`environment.skyrl_gym` must be named after a registered env, and hold only the keys that env declares.",
+        "Names (LR schedulers, `generator.model_dtype`, estimators, losses, reductions, LoRA inits) are checked",
+        "against what exists.",
         "",
         "## Defaults that differ from upstream",
         "",

@@ -13,14 +13,20 @@ than the declared ones are passed to the inference engine unchanged.
 import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
 from skyrl_train.inference_engines.base import SamplingParams
+from skyrl_train.utils.device import training_dtype
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "SkyRLConfig",
+    "STRATEGIES",
+    "DISTRIBUTED_STRATEGIES",
     "DataConfig",
     "TrainerConfig",
     "PlacementConfig",
@@ -265,7 +271,9 @@ class AlgorithmConfig:
     kl_estimator_type: str = knob("k3", "KL estimator: k1, k2, k3 or abs.")
     use_kl_in_reward: bool = knob(False, "Subtract the KL penalty from the reward (excludes use_kl_loss).")
     use_kl_loss: bool = knob(True, "Add a KL-to-ref term to the policy loss (excludes use_kl_in_reward).")
-    kl_loss_coef: float = knob(0.001, "Coefficient of the KL loss term.")
+    kl_loss_coef: float = knob(
+        0.001, "Coefficient of the KL loss term; with use_kl_in_reward, the KL controller's initial coefficient."
+    )
     use_entropy_loss: bool = knob(False, "Add an entropy bonus to the policy loss.")
     entropy_loss_coef: float = knob(0.01, "Coefficient of the entropy bonus.")
     advantage_batch_normalize: bool = knob(False, "Normalise advantages over the whole batch.")
@@ -321,6 +329,14 @@ class S3Config:
     )
 
 
+STRATEGIES = ("single", "fsdp2")
+"""The `trainer.strategy` values: ``single`` trains in this process, ``fsdp2`` on Ray actors, one per rank.
+`skyrl_train.strategies` implements each (a test checks that its registry names exactly these)."""
+
+DISTRIBUTED_STRATEGIES = frozenset({"fsdp2"})
+"""The strategies whose workers are Ray actors, one process per rank, data parallel over `trainer.placement`."""
+
+
 @dataclass
 class TrainerConfig:
     placement: PlacementConfig = section(PlacementConfig, "How many nodes and devices each model gets.")
@@ -365,8 +381,8 @@ class TrainerConfig:
     gradient_checkpointing_use_reentrant: bool = knob(False, "Use torch's reentrant checkpointing.")
     max_infra_failure_ratio: float = knob(
         0.5,
-        "A step in which more than this fraction of trajectories are infrastructure failures stops the run "
-        "(counts per stop reason, a sample error); 1.0 = never stop.",
+        "A step in which more than this fraction of trajectories are infrastructure failures stops the run, naming "
+        "the count per stop reason and a sample error; exactly this fraction goes on. 0 = stop on any, 1.0 = never.",
     )
     seed: int = knob(42, "Random seed for data order, sampling and init.")
     bf16: bool | None = knob(
@@ -390,6 +406,28 @@ class TrainerConfig:
     dump_eval_results: bool = knob(True, "Dump eval trajectories as JSONL per data source.")
     rope_scaling: dict[str, Any] | None = knob(None, "RoPE scaling dict set on the model config; null = model's own.")
     rope_theta: float | None = knob(None, "RoPE theta set on the model config; null = model's own.")
+
+    @property
+    def distributed(self) -> bool:
+        """`strategy` runs the workers as Ray actors, one process per rank, data parallel over `placement` (fsdp2);
+        False: the workers run in this process (single)."""
+        return self.strategy in DISTRIBUTED_STRATEGIES
+
+    @property
+    def needs_ref(self) -> bool:
+        """A KL term is on (`algorithm.use_kl_loss` or `use_kl_in_reward`): the run computes reference logprobs."""
+        return self.algorithm.use_kl_loss or self.algorithm.use_kl_in_reward
+
+    @property
+    def separate_ref_model(self) -> bool:
+        """`needs_ref` and a policy without LoRA: the reference is a model of its own (on workers of its own with
+        fsdp2). With LoRA it is the policy's module with the adapter switched off."""
+        return self.needs_ref and self.policy.model.lora.rank == 0
+
+    def training_dtype(self, device: "torch.device | str") -> "torch.dtype":
+        """The dtype a single-process model loads and trains in on `device`: `bf16` when set, else bf16 on CUDA and
+        fp32 on the CPU (`utils.device.training_dtype`)."""
+        return training_dtype(self.bf16, device)
 
 
 # ------------------------------------------------------------------------------------------ generator
@@ -501,7 +539,8 @@ class SkyRLGymConfig:
             "llm_as_a_judge": {"model": "gpt-4o-mini", "base_url": None},
             "search": {"log_requests": False, "search_url": "http://127.0.0.1:8000/retrieve", "topk": 3, "timeout": 30},
         },
-        "Any other key here is an env id; its block is passed to that env as env_config.",
+        "Any other key here is an env id; its block is passed to that env as env_config. The id must be a "
+        "registered env's and the keys ones it declares (Env.env_config_keys), else the config is refused.",
     )
 
     def get_env_config(self, env_id: str) -> DictConfig:

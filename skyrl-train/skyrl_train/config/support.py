@@ -1,17 +1,25 @@
-"""Config keys that are declared (upstream's names and defaults) but not implemented in this fork: ONE table.
+"""Settings that would do nothing, refused: keys not implemented in this fork, and keys inert in the config at hand.
 
-A key in `NOT_IMPLEMENTED` is accepted only at its default; any other value makes `validate_cfg` raise a
-`ConfigError` that names the key and says it is not implemented, instead of being silently ignored.
+A key in `NOT_IMPLEMENTED` (declared with upstream's name and default, read by nothing here) is accepted only at its
+default; any other value makes `validate_cfg` raise a `ConfigError` that names the key and says it is not
+implemented, instead of being silently ignored.
+
+`CONDITIONAL` is the ONE table of inert combinations: each entry names keys that take effect only when a condition
+holds (`trainer.algorithm.kl_loss_coef` only with a KL term, the LoRA settings only with `rank > 0`, eval sampling
+only with eval data, ...); where it does not hold, a value other than the default is refused with the condition that
+would make it count. An entry may name the field that collects an open block's undeclared keys
+(`generator.eval_sampling_params.additional_kwargs`): each undeclared key is then refused by its own name.
+
 The default is the schema's; a default that is an interpolation (`${trainer.rope_scaling}`) means the value of
-the key it points to in the same config. `config_reference.md` marks every key of the table.
+the key it points to in the same config. `config_reference.md` marks every key of both tables.
 
 Implementing a key = deleting its entry here and pointing its row in `tests/config/test_every_key.py` at a
 test that shows its effect.
 
 The open blocks follow the same rule: keys of `generator.sampling_params` / `eval_sampling_params` beyond the
 declared ones go to the inference engine unchanged, so only those the configured backend reads are accepted
-(`ENGINE_EXTRA_SAMPLING_KEYS`); per-env blocks of `environment.skyrl_gym` are passed whole to the env named by
-the block, which owns its keys.
+(`ENGINE_EXTRA_SAMPLING_KEYS`); per-env blocks of `environment.skyrl_gym` are checked against the registered envs and
+the config keys each declares (`env_blocks.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from skyrl_train.config.schema import SkyRLConfig
+from skyrl_train.config.schema import SamplingParams, SkyRLConfig, extra_keys_field
 from skyrl_train.inference_engines.vllm.translate import VLLM_EXTRA_SAMPLING_KEYS
 
 __all__ = [
@@ -47,6 +55,12 @@ __all__ = [
     "default_of",
     "value_of",
     "not_implemented_problems",
+    "ADVANTAGE_ESTIMATOR_KEYS",
+    "POLICY_LOSS_KEYS",
+    "LORA_ONLY_KEYS",
+    "EVAL_ONLY",
+    "HTTP_ENDPOINT_ONLY",
+    "SCHEDULERS_WITHOUT_WARMUP",
 ]
 
 _CPU_OFFLOAD = (
@@ -219,6 +233,40 @@ KL_IN_REWARD_ONLY: tuple[str, ...] = tuple(
 
 _OPC = "trainer.algorithm.off_policy_correction."
 
+ADVANTAGE_ESTIMATOR_KEYS: dict[str, tuple[str, ...]] = {
+    "grpo": ("grpo_norm_by_std",),
+    "rloo": (),
+    "reinforce++": ("gamma",),
+    "gae": ("gamma", "lambd"),
+}
+"""Which of `trainer.algorithm.{gamma, lambd, grpo_norm_by_std}` each built-in advantage estimator reads
+(`algorithms.advantages`). The trainer passes all three to every estimator, so a custom one may read any of them."""
+
+POLICY_LOSS_KEYS: dict[str, tuple[str, ...]] = {"regular": (), "dual_clip": ("clip_ratio_c",), "gspo": ()}
+"""Which loss-specific keys (`trainer.algorithm.clip_ratio_c`) each built-in policy loss reads
+(`algorithms.policy_losses`). A custom loss is passed the whole `trainer.algorithm` section."""
+
+LORA_ONLY_KEYS: tuple[str, ...] = ("alpha", "dropout", "target_modules", "exclude_modules", "init_method")
+"""Keys of a `model.lora` block that shape the adapter: read only when `rank > 0`."""
+
+EVAL_ONLY: tuple[str, ...] = (
+    "trainer.eval_batch_size",
+    "generator.eval_n_samples_per_prompt",
+    *(f"generator.eval_sampling_params.{f.name}" for f in dataclasses.fields(SamplingParams)),
+)
+"""Read only when there is eval data (training's evals, `main_generate`). The block's `additional_kwargs` stands for
+its undeclared keys."""
+
+HTTP_ENDPOINT_ONLY: tuple[str, ...] = (
+    "generator.http_endpoint_host",
+    "generator.http_endpoint_port",
+    "generator.served_model_name",
+)
+
+SCHEDULERS_WITHOUT_WARMUP: tuple[str, ...] = ("constant",)
+"""LR schedulers that transformers' `get_scheduler` builds without `num_warmup_steps` (among those the trainer can
+drive: `validate.UNDRIVEN_SCHEDULERS` are refused)."""
+
 
 def uses_vllm(cfg: SkyRLConfig) -> bool:
     """Local vLLM engines run (remote servers are whatever they are)."""
@@ -242,9 +290,9 @@ def has_critic(cfg: SkyRLConfig) -> bool:
 
 
 def separate_ref_model(cfg: SkyRLConfig) -> bool:
-    """A reference model is loaded on its own (and placed on its own workers with fsdp2)."""
-    a = cfg.trainer.algorithm
-    return (a.use_kl_loss or a.use_kl_in_reward) and cfg.trainer.policy.model.lora.rank == 0
+    """A reference model is loaded on its own (and placed on its own workers with fsdp2): see
+    `TrainerConfig.separate_ref_model`."""
+    return cfg.trainer.separate_ref_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,13 +307,51 @@ class Conditional:
     """Short form for the docs, e.g. "only with a critic"."""
 
 
+def _read_by(kind: str, readers_of: dict[str, tuple[str, ...]], key: str) -> Conditional:
+    """`trainer.algorithm.<key>`, read by the built-in `<kind>`s that list it in `readers_of` and by any custom one
+    (`kind` is `advantage_estimator` or `policy_loss_type`)."""
+    readers = tuple(name for name, keys in readers_of.items() if key in keys)
+
+    def applies(cfg: SkyRLConfig) -> bool:
+        chosen = getattr(cfg.trainer.algorithm, kind)
+        return chosen in readers or chosen not in readers_of
+
+    names = _or(readers)
+    return Conditional(
+        (f"trainer.algorithm.{key}",),
+        applies,
+        f"trainer.algorithm.{kind}={names} (or a custom one, which is passed it)",
+        f"only with {names} (or a custom {kind})",
+    )
+
+
+def _lora_only(role: str) -> Conditional:
+    return Conditional(
+        tuple(f"trainer.{role}.model.lora.{key}" for key in LORA_ONLY_KEYS),
+        lambda cfg: getattr(cfg.trainer, role).model.lora.rank > 0,
+        f"a LoRA adapter (trainer.{role}.model.lora.rank > 0)",
+        "only with LoRA (rank > 0)",
+    )
+
+
+def _warmup(role: str) -> Conditional:
+    return Conditional(
+        (f"trainer.{role}.optimizer_config.num_warmup_steps",),
+        lambda cfg: getattr(cfg.trainer, role).optimizer_config.scheduler not in SCHEDULERS_WITHOUT_WARMUP,
+        f"a scheduler that warms up (trainer.{role}.optimizer_config.scheduler not {_or(SCHEDULERS_WITHOUT_WARMUP)})",
+        f"not with scheduler={_or(SCHEDULERS_WITHOUT_WARMUP)}",
+    )
+
+
+def _or(names: tuple[str, ...]) -> str:
+    return " or ".join(names)
+
+
 CONDITIONAL: tuple[Conditional, ...] = (
-    Conditional(
-        FSDP2_ONLY, lambda cfg: cfg.trainer.strategy == "fsdp2", "trainer.strategy=fsdp2 (Ray workers)", "fsdp2 only"
-    ),
+    Conditional(FSDP2_ONLY, lambda cfg: cfg.trainer.distributed, "trainer.strategy=fsdp2 (Ray workers)", "fsdp2 only"),
     Conditional(
         ("trainer.placement.colocate_all",),
-        lambda cfg: cfg.trainer.strategy == "fsdp2" or uses_vllm(cfg),
+        lambda cfg: cfg.trainer.distributed or uses_vllm(cfg),
         "trainer.strategy=fsdp2 or generator.backend=vllm (engines placed by Ray)",
         "fsdp2 or vllm only",
     ),
@@ -360,6 +446,79 @@ CONDITIONAL: tuple[Conditional, ...] = (
         f"{_OPC}sequence_mask_metric=product",
         "only with sequence_mask_metric=product",
     ),
+    Conditional(
+        ("trainer.algorithm.kl_loss_coef", "trainer.algorithm.kl_estimator_type"),
+        lambda cfg: cfg.trainer.needs_ref,
+        "a KL term: trainer.algorithm.use_kl_loss=true, or use_kl_in_reward=true (kl_loss_coef is then the KL "
+        "controller's initial coefficient)",
+        "only with a KL term",
+    ),
+    Conditional(
+        ("trainer.algorithm.kl_ctrl.kl_target", "trainer.algorithm.kl_ctrl.horizon"),
+        lambda cfg: cfg.trainer.algorithm.kl_ctrl.type == "adaptive",
+        "trainer.algorithm.kl_ctrl.type=adaptive",
+        "only with kl_ctrl.type=adaptive",
+    ),
+    Conditional(
+        ("trainer.algorithm.entropy_loss_coef",),
+        lambda cfg: cfg.trainer.algorithm.use_entropy_loss,
+        "trainer.algorithm.use_entropy_loss=true",
+        "only with use_entropy_loss",
+    ),
+    *(_read_by("advantage_estimator", ADVANTAGE_ESTIMATOR_KEYS, key) for key in ("gamma", "lambd", "grpo_norm_by_std")),
+    _read_by("policy_loss_type", POLICY_LOSS_KEYS, "clip_ratio_c"),
+    Conditional(
+        ("trainer.algorithm.max_seq_len",),
+        lambda cfg: cfg.trainer.algorithm.loss_reduction == "seq_mean_token_sum_norm",
+        "trainer.algorithm.loss_reduction=seq_mean_token_sum_norm",
+        "only with seq_mean_token_sum_norm",
+    ),
+    Conditional(
+        ("trainer.algorithm.dynamic_sampling.max_sample_batches",),
+        lambda cfg: cfg.trainer.algorithm.dynamic_sampling.type is not None,
+        "dynamic sampling on (trainer.algorithm.dynamic_sampling.type=filter or replace)",
+        "only with dynamic sampling",
+    ),
+    Conditional(
+        ("trainer.algorithm.dynamic_sampling.min_replace_ratio",),
+        lambda cfg: cfg.trainer.algorithm.dynamic_sampling.type == "replace",
+        "trainer.algorithm.dynamic_sampling.type=replace",
+        "only with dynamic_sampling.type=replace",
+    ),
+    _lora_only("policy"),
+    _lora_only("critic"),
+    _warmup("policy"),
+    _warmup("critic"),
+    Conditional(
+        ("trainer.gradient_checkpointing_use_reentrant",),
+        lambda cfg: cfg.trainer.gradient_checkpointing,
+        "trainer.gradient_checkpointing=true",
+        "only with gradient_checkpointing",
+    ),
+    Conditional(
+        ("trainer.resume_path",),
+        lambda cfg: cfg.trainer.resume_mode == "from_path",
+        "trainer.resume_mode=from_path",
+        "only with resume_mode=from_path",
+    ),
+    Conditional(
+        EVAL_ONLY,
+        lambda cfg: bool(cfg.data.val_data),
+        "eval data (data.val_data not empty)",
+        "only with eval data",
+    ),
+    Conditional(
+        HTTP_ENDPOINT_ONLY,
+        lambda cfg: cfg.generator.enable_http_endpoint,
+        "generator.enable_http_endpoint=true",
+        "only with the HTTP endpoint",
+    ),
+    Conditional(
+        ("generator.append_eos_token_after_stop_str_in_multi_turn",),
+        lambda cfg: cfg.generator.use_conversation_multi_turn,
+        "generator.use_conversation_multi_turn=true (a turn ending on a stop string is then its own message)",
+        "only with use_conversation_multi_turn",
+    ),
 )
 
 
@@ -376,12 +535,12 @@ def not_implemented_problems(cfg: SkyRLConfig) -> list[str]:
         if group.applies(cfg):
             continue
         for key in group.keys:
-            value, default = value_of(cfg, key), default_of(key, cfg)
-            if value != default and key not in named:
-                named.add(key)
-                problems.append(
-                    f"{key}={value!r} has no effect in this config: it applies only with {group.condition}."
-                )
+            for name, value in _set_away_from_default(cfg, key):
+                if name not in named:
+                    named.add(name)
+                    problems.append(
+                        f"{name}={value!r} has no effect in this config: it applies only with {group.condition}."
+                    )
     for key, reason in NOT_IMPLEMENTED.items():
         value, default = value_of(cfg, key), default_of(key, cfg)
         if value != default:
@@ -392,9 +551,20 @@ def not_implemented_problems(cfg: SkyRLConfig) -> list[str]:
     readable = ENGINE_EXTRA_SAMPLING_KEYS.get(backend, ())
     for block in ("sampling_params", "eval_sampling_params"):
         for name in getattr(cfg.generator, block).additional_kwargs:
-            if name not in readable:
+            if name not in readable and f"generator.{block}.{name}" not in named:
                 problems.append(
                     f"generator.{block}.{name} is not implemented in this fork: the {backend} engine would ignore "
                     f"it (extra sampling keys it reads: {', '.join(readable)})."
                 )
     return problems
+
+
+def _set_away_from_default(cfg: SkyRLConfig, key: str) -> list[tuple[str, Any]]:
+    """(name, value) of what `key` sets away from its default: the key itself, or, when `key` is the field that
+    collects an open block's undeclared keys, each of those keys by the name it was set with."""
+    block_key, _, name = key.rpartition(".")
+    block = value_of(cfg, block_key)
+    if name == extra_keys_field(type(block)):
+        return [(f"{block_key}.{extra}", value) for extra, value in getattr(block, name).items()]
+    value = value_of(cfg, key)
+    return [] if value == default_of(key, cfg) else [(key, value)]

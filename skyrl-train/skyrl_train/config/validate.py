@@ -2,10 +2,13 @@
 
 Rules follow upstream SkyRL's `validate_cfg` / `validate_generator_cfg` / `validate_batch_sizes` (except that remote
 engines may return logprobs: ours and vLLM's servers do). Keys that nothing here reads, or that the configured parts
-do not read, are refused unless at their default, by the tables in `support.py`. All problems are collected
-and raised together as one `ConfigError`, each naming its key(s). On success derived keys are filled in:
-`trainer.algorithm.max_seq_len` (if null) and `trainer.resume_mode` (null -> "none"). Before any check the
-deprecated `trainer.algorithm.use_tis` is mapped onto `off_policy_correction` as upstream does (with a warning).
+do not read, are refused unless at their default, by the tables in `support.py`; the per-env blocks of
+`environment.skyrl_gym` are checked against the registered envs (`env_blocks.py`); names (LR schedulers, dtypes,
+estimators, losses, reductions, LoRA inits) against what exists. All problems are collected and raised together as
+one `ConfigError`, each naming its key(s). On success derived keys are filled in: `trainer.algorithm.max_seq_len` (if
+null, with the `seq_mean_token_sum_norm` reduction, the only one that reads it) and `trainer.resume_mode` (null ->
+"none"). Before any check the deprecated `trainer.algorithm.use_tis` is mapped onto `off_policy_correction` as
+upstream does (with a warning).
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from __future__ import annotations
 import re
 import warnings
 
+from skyrl_train.config.env_blocks import env_block_problems
 from skyrl_train.config.errors import ConfigError
-from skyrl_train.config.schema import SkyRLConfig
-from skyrl_train.config.support import not_implemented_problems, separate_ref_model
+from skyrl_train.config.schema import STRATEGIES, SkyRLConfig
+from skyrl_train.config.support import not_implemented_problems
 from skyrl_train.utils.device import check_device_name
 
 __all__ = [
@@ -26,13 +30,34 @@ __all__ = [
     "BACKENDS",
     "LOGGERS",
     "LOSS_REDUCTIONS",
+    "KL_ESTIMATORS",
+    "VLLM_DTYPES",
+    "LORA_INIT_METHODS",
+    "UNDRIVEN_SCHEDULERS",
     "RESUME_MODES",
 ]
 
-STRATEGIES = ("single", "fsdp2")
 BACKENDS = ("hf", "vllm")
 LOGGERS = ("console", "jsonl", "tensorboard", "wandb")
 LOSS_REDUCTIONS = ("token_mean", "sequence_mean", "seq_mean_token_sum_norm")
+"""`algorithms.reductions.LossReduction` (a test checks they are the same)."""
+KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
+"""`algorithms.kl.KLEstimator` (a test checks they are the same)."""
+VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+"""vLLM's `dtype` engine argument choices (`generator.model_dtype`)."""
+LORA_INIT_METHODS = ("kaiming", "gaussian", "pissa", "olora", "orthogonal")
+"""`model.lora.init_method`: kaiming (peft's default init) or a peft `init_lora_weights` name that needs no extra
+setup step (eva, corda and loftq do), plus pissa's fast form `pissa_niter_<n>`."""
+_PISSA_NITER = re.compile(r"pissa_niter_[1-9][0-9]*")
+UNDRIVEN_SCHEDULERS = {
+    "reduce_lr_on_plateau": "its step needs a metric, and the trainer steps the scheduler without one",
+    "greedy": "its step needs a metric, and the trainer steps the scheduler without one",
+    "cosine_with_min_lr": "it needs min_lr or min_lr_rate, which no config key sets",
+    "cosine_warmup_with_min_lr": "it needs min_lr or min_lr_rate, which no config key sets",
+    "warmup_stable_decay": "it needs num_decay_steps, which no config key sets",
+}
+"""transformers LR schedulers the trainer cannot drive: it builds them with `get_scheduler(name, optimizer,
+num_warmup_steps, num_training_steps)` and calls `step()` after each optimizer step."""
 RESUME_MODES = ("none", "latest", "from_path")
 _REMOTE_URL = re.compile(r"(https?://)?[^\s/:]+:\d+(/v1)?/?")
 _UNSUPPORTED = {
@@ -53,6 +78,8 @@ def validate_cfg(cfg: SkyRLConfig) -> None:
     _check_algorithm(cfg, problems)
     _check_trainer(cfg, problems)
     _check_registries(cfg, problems)
+    _check_schedulers(cfg, problems)
+    problems += env_block_problems(cfg)
     if problems:
         raise ConfigError(problems)
     _derive(cfg)
@@ -61,7 +88,7 @@ def validate_cfg(cfg: SkyRLConfig) -> None:
 def policy_dp_size(cfg: SkyRLConfig) -> int:
     """Data-parallel size of the policy: 1 for 'single', else its worker count (sequence parallelism is refused,
     so every worker is a data-parallel rank)."""
-    if cfg.trainer.strategy == "single":
+    if not cfg.trainer.distributed:
         return 1
     p = cfg.trainer.placement
     return max(1, p.policy_num_nodes * p.policy_num_gpus_per_node)
@@ -69,7 +96,7 @@ def policy_dp_size(cfg: SkyRLConfig) -> int:
 
 def critic_dp_size(cfg: SkyRLConfig) -> int:
     """Data-parallel size of the critic: 1 for 'single', else its worker count (as ``policy_dp_size``)."""
-    if cfg.trainer.strategy == "single":
+    if not cfg.trainer.distributed:
         return 1
     p = cfg.trainer.placement
     return max(1, p.critic_num_nodes * p.critic_num_gpus_per_node)
@@ -107,7 +134,12 @@ def _check_choices(cfg: SkyRLConfig, problems: list[str]) -> None:
             problems.append(f"trainer.logger: unknown backend {name!r}; allowed: {_fmt(LOGGERS)}.")
     _one_of(problems, "trainer.resume_mode", t.resume_mode, (None, *RESUME_MODES))
     _one_of(problems, "trainer.algorithm.loss_reduction", a.loss_reduction, LOSS_REDUCTIONS)
-    _one_of(problems, "trainer.algorithm.kl_estimator_type", a.kl_estimator_type, ("k1", "k2", "k3", "abs"))
+    _one_of(problems, "trainer.algorithm.kl_estimator_type", a.kl_estimator_type, KL_ESTIMATORS)
+    _one_of(problems, "generator.model_dtype", g.model_dtype, VLLM_DTYPES)
+    for role in ("policy", "critic"):
+        init_method = getattr(t, role).model.lora.init_method
+        if not _PISSA_NITER.fullmatch(str(init_method)):
+            _one_of(problems, f"trainer.{role}.model.lora.init_method", init_method, LORA_INIT_METHODS)
     _one_of(problems, "trainer.algorithm.kl_ctrl.type", a.kl_ctrl.type, ("fixed", "adaptive"))
     opc = a.off_policy_correction
     _one_of(
@@ -177,6 +209,11 @@ def _check_generator(cfg: SkyRLConfig, problems: list[str]) -> None:
                 )
     if g.backend == "vllm" and not g.async_engine and not g.batched:
         problems.append("generator.async_engine=false with generator.backend=vllm requires generator.batched=true.")
+    if g.step_wise_trajectories and not g.use_conversation_multi_turn:
+        problems.append(
+            "generator.step_wise_trajectories=true requires generator.use_conversation_multi_turn=true: each turn is "
+            "trained as its own sample, so it must be its own chat message."
+        )
     if g.enable_http_endpoint and not g.async_engine:
         problems.append("generator.enable_http_endpoint=true requires generator.async_engine=true.")
     for suffix in ("tensor", "pipeline", "expert", "data"):
@@ -205,9 +242,9 @@ def _check_placement(cfg: SkyRLConfig, problems: list[str]) -> None:
         _at_least(problems, f"trainer.placement.{role}_num_nodes", getattr(p, f"{role}_num_nodes"), 1)
         _at_least(problems, f"trainer.placement.{role}_num_gpus_per_node", getattr(p, f"{role}_num_gpus_per_node"), 1)
     policy_world = p.policy_num_nodes * p.policy_num_gpus_per_node
-    if t.strategy == "single" and policy_world > 1:
+    if t.strategy in STRATEGIES and not t.distributed and policy_world > 1:
         problems.append(
-            f"trainer.strategy='single' runs one policy worker, but trainer.placement.policy_num_nodes x "
+            f"trainer.strategy={t.strategy!r} runs one policy worker, but trainer.placement.policy_num_nodes x "
             f"policy_num_gpus_per_node = {policy_world}; set both to 1 or use trainer.strategy=fsdp2."
         )
     if p.colocate_all and g.run_engines_locally:
@@ -228,7 +265,7 @@ def _check_placement(cfg: SkyRLConfig, problems: list[str]) -> None:
             "generator.inference_engine_tensor_parallel_size > 1 with trainer.placement.colocate_all=true is not "
             "supported: a colocated vLLM engine runs on one device of the policy's placement group."
         )
-    uses_ref = separate_ref_model(cfg)
+    uses_ref = t.separate_ref_model
     policy_shape = (p.policy_num_nodes, p.policy_num_gpus_per_node)
     if p.colocate_policy_ref and uses_ref and policy_shape != (p.ref_num_nodes, p.ref_num_gpus_per_node):
         problems.append(
@@ -302,10 +339,10 @@ def _check_algorithm(cfg: SkyRLConfig, problems: list[str]) -> None:
             "trainer.algorithm.use_kl_in_reward and trainer.algorithm.use_kl_loss are mutually exclusive; "
             "set one of them to false."
         )
-    if cfg.generator.step_wise_trajectories and t.strategy == "fsdp2":
+    if cfg.generator.step_wise_trajectories and t.distributed:
         problems.append(
-            "generator.step_wise_trajectories=true is not supported with trainer.strategy=fsdp2: a step-wise batch "
-            "has one row per turn, a count the data-parallel workers cannot split evenly."
+            f"generator.step_wise_trajectories=true is not supported with trainer.strategy={t.strategy}: a step-wise "
+            "batch has one row per turn, a count the data-parallel workers cannot split evenly."
         )
     if cfg.generator.step_wise_trajectories and a.advantage_estimator == "gae":
         problems.append(
@@ -397,9 +434,9 @@ def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
         problems.append(f"trainer.device {device_problem}.")
     if t.cpu_threads is not None:
         _at_least(problems, "trainer.cpu_threads", t.cpu_threads, 1)
-    if t.use_sample_packing and t.strategy == "fsdp2":
+    if t.use_sample_packing and t.distributed:
         problems.append(
-            "trainer.use_sample_packing=true runs with trainer.strategy=single only (not verified on fsdp2)."
+            f"trainer.use_sample_packing=true runs with trainer.strategy=single only (not verified on {t.strategy})."
         )
     for key in ("eval_interval", "ckpt_interval", "hf_save_interval"):
         value = getattr(t, key)
@@ -443,12 +480,26 @@ def _check_registries(cfg: SkyRLConfig, problems: list[str]) -> None:
             problems.append(f"{key}={name!r} is not registered; available: {', '.join(sorted(available))}.")
 
 
+def _check_schedulers(cfg: SkyRLConfig, problems: list[str]) -> None:
+    # Imported when called (it imports torch): `import skyrl_train.config` stays light.
+    from transformers.trainer_utils import SchedulerType
+
+    usable = tuple(s.value for s in SchedulerType if s.value not in UNDRIVEN_SCHEDULERS)
+    for role in ("policy", "critic"):
+        key = f"trainer.{role}.optimizer_config.scheduler"
+        name = getattr(cfg.trainer, role).optimizer_config.scheduler
+        if name in UNDRIVEN_SCHEDULERS:
+            problems.append(f"{key}={name!r} cannot be used: {UNDRIVEN_SCHEDULERS[name]}; usable: {_fmt(usable)}.")
+        elif name not in usable:
+            problems.append(f"{key}={name!r} is not a transformers LR scheduler; usable: {_fmt(usable)}.")
+
+
 # ------------------------------------------------------------------------------------ normalising
 
 
 def _derive(cfg: SkyRLConfig) -> None:
     g, t = cfg.generator, cfg.trainer
-    if t.algorithm.max_seq_len is None:
+    if t.algorithm.max_seq_len is None and t.algorithm.loss_reduction == "seq_mean_token_sum_norm":
         t.algorithm.max_seq_len = g.max_input_length + g.sampling_params.max_generate_length
     if t.resume_mode is None:
         t.resume_mode = "none"

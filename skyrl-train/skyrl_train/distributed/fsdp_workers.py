@@ -48,7 +48,7 @@ from skyrl_train.workers.trainable import (
 if TYPE_CHECKING:
     from skyrl_train.config.schema import AlgorithmConfig, CriticConfig, PolicyConfig
 
-__all__ = ["FSDPCriticWorker", "FSDPPolicyWorker", "FSDPTrainable", "sharded_ref_worker", "DCP_DIR"]
+__all__ = ["FSDPCriticWorker", "FSDPPolicyWorker", "FSDPTrainable", "shard_reference", "DCP_DIR"]
 
 logger = logging.getLogger(__name__)
 
@@ -194,9 +194,9 @@ class FSDPCriticWorker(CriticWorker, FSDPTrainable):
         super().__init__(critic_config, algorithm_config, **kwargs)
 
 
-def sharded_ref_worker(setup: FSDPSetup, model_path: str, **kwargs: Any) -> RefWorker:
-    """A separate frozen reference model (``RefWorker.from_pretrained`` arguments), sharded like the policy."""
-    worker = RefWorker.from_pretrained(model_path, **kwargs)
+def shard_reference(worker: RefWorker, setup: FSDPSetup) -> RefWorker:
+    """Shard a separate frozen reference model (``WorkerBuilder.separate_reference``) as ``setup`` says; its forwards
+    then run the same on every rank (``uniform_forwards``)."""
     shard_model(worker.model, setup)
     worker.uniform_forwards = True
     return worker

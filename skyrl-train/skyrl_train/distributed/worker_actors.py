@@ -1,52 +1,58 @@
 """The Ray actors of ``trainer.strategy=fsdp2``: one per rank, holding that rank's FSDP2 worker.
 
 Plain classes (``ActorGroup`` applies ``ray.remote``) with plain methods. Each is built in two calls after the
-process group exists (``ActorGroup.init_process_group``): ``build(trainer_config, ...)``, then the work methods.
-Batches arrive on CPU; the workers move them to the actor's device and return tensors on the CPU.
+process group exists (``ActorGroup.init_process_group``): ``build(trainer_config, temperature, num_training_steps)``,
+then the work methods. ``build`` takes the worker's arguments from ``WorkerBuilder`` (as the single-process strategy
+does) and adds the sharding. Batches arrive on CPU; the workers move them to the actor's device and return tensors
+on the CPU.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from skyrl_train.checkpoints.manager import CheckpointError
 from skyrl_train.checkpoints.rank_uploads import RankUploads
+from skyrl_train.config.schema import TrainerConfig
 from skyrl_train.distributed.actor_group import DistributedActor
 from skyrl_train.distributed.checkpoint_storage import RankStorage, read_probe, remove_probe, write_probe
 from skyrl_train.distributed.fsdp import FSDPSetup, all_gather_objects
-from skyrl_train.distributed.fsdp_workers import FSDPCriticWorker, FSDPPolicyWorker, sharded_ref_worker
+from skyrl_train.distributed.fsdp_workers import FSDPCriticWorker, FSDPPolicyWorker, shard_reference
 from skyrl_train.storage import ManifestEntry
 from skyrl_train.training_batch import TrainingInputBatch
-from skyrl_train.utils.device import training_dtype
 from skyrl_train.utils.fs import remove_tree
 from skyrl_train.weight_sync.cuda_ipc import ModuleIpcSource
 from skyrl_train.weight_sync.requests import CudaIpcWeightUpdateRequest, TensorSpec
-from skyrl_train.workers import RefWorker
+from skyrl_train.workers.builder import WorkerBuilder
 
 __all__ = ["CriticActor", "PolicyActor", "RefActor", "model_dtype"]
 
 
-def model_dtype(bf16: bool | None, device: str) -> torch.dtype:
+def model_dtype(trainer_config: TrainerConfig, device: str) -> torch.dtype:
     """Weights' dtype: fp32 masters on GPU (bf16 compute comes from FSDP mixed precision); on CPU as ``single``."""
-    return torch.float32 if device == "cuda" else training_dtype(bf16, device)
+    return torch.float32 if device == "cuda" else trainer_config.training_dtype(device)
 
 
 class _WorkerActor(DistributedActor):
-    def _common(self, trainer_config: Any, num_training_steps: int | None) -> dict[str, Any]:
-        """Seeds this rank (every rank must initialise e.g. LoRA weights identically: each shards its own copy)
-        and returns the worker arguments shared by policy and critic."""
+    def build(self, trainer_config: TrainerConfig, temperature: float, num_training_steps: int | None) -> None:
+        """Seed this rank (every rank must initialise e.g. LoRA weights identically: each shards its own copy), then
+        build its worker from the config (``_build``)."""
         torch.manual_seed(trainer_config.seed)
-        return dict(
+        builder = WorkerBuilder(
+            trainer_config,
+            temperature=temperature,
             num_training_steps=num_training_steps,
-            gradient_checkpointing=trainer_config.gradient_checkpointing,
-            gradient_checkpointing_use_reentrant=trainer_config.gradient_checkpointing_use_reentrant,
-            dtype=model_dtype(trainer_config.bf16, self.device),
+            dtype=model_dtype(trainer_config, self.device),
             device=self.device,
         )
+        self._build(builder)
+
+    def _build(self, builder: WorkerBuilder) -> None:
+        raise NotImplementedError
 
     def ppo_train(
         self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int
@@ -113,20 +119,13 @@ class _WorkerActor(DistributedActor):
 
 
 class PolicyActor(_WorkerActor):
-    """A policy rank; with LoRA it also serves reference logprobs (the base model, adapter disabled)."""
+    """A policy rank; with LoRA and a KL term it also serves reference logprobs (the base model, adapter disabled)."""
 
-    def build(self, trainer_config: Any, temperature: float, num_training_steps: int | None) -> None:
-        t = trainer_config
+    def _build(self, builder: WorkerBuilder) -> None:
+        t = builder.trainer
         setup = FSDPSetup(t.policy.fsdp_config, self.device, t.bf16, "policy")
-        self.worker = FSDPPolicyWorker(
-            setup,
-            t.policy,
-            t.algorithm,
-            export_dtype=training_dtype(t.bf16, self.device),
-            temperature=temperature,
-            **self._common(t, num_training_steps),
-        )
-        self.ref = RefWorker.sharing_policy(self.worker) if self.worker.uses_lora else None
+        self.worker = builder.policy(partial(FSDPPolicyWorker, setup, export_dtype=t.training_dtype(self.device)))
+        self.ref = builder.reference(self.worker) if t.needs_ref and self.worker.uses_lora else None
         self.ipc = ModuleIpcSource(self.worker.model)
 
     # CUDA IPC weight sync (``weight_sync.cuda_ipc``): every rank packs a chunk on its own GPU for the engine there.
@@ -145,7 +144,7 @@ class PolicyActor(_WorkerActor):
 
     def compute_ref_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         if self.ref is None:
-            raise RuntimeError("reference logprobs from the policy actors need a LoRA policy")
+            raise RuntimeError("reference logprobs from the policy actors need a LoRA policy and a KL term")
         return self.ref.compute_logprobs(batch, micro_batch_size)
 
     def export_hf(self, folder: str) -> None:
@@ -155,17 +154,9 @@ class PolicyActor(_WorkerActor):
 class RefActor(_WorkerActor):
     """A rank of a separate frozen reference model (full fine-tuning)."""
 
-    def build(self, trainer_config: Any, temperature: float) -> None:
-        t = trainer_config
-        setup = FSDPSetup(t.ref.fsdp_config, self.device, t.bf16, "ref")
-        self.worker = sharded_ref_worker(
-            setup,
-            t.ref.model.path or t.policy.model.path,
-            temperature=temperature,
-            dtype=model_dtype(t.bf16, self.device),
-            device=self.device,
-            model_config_kwargs=t.ref.model_config_kwargs,
-        )
+    def _build(self, builder: WorkerBuilder) -> None:
+        setup = FSDPSetup(builder.trainer.ref.fsdp_config, self.device, builder.trainer.bf16, "ref")
+        self.worker = shard_reference(builder.separate_reference(), setup)
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         return self.worker.compute_logprobs(batch, micro_batch_size)
@@ -174,10 +165,9 @@ class RefActor(_WorkerActor):
 class CriticActor(_WorkerActor):
     """A critic rank."""
 
-    def build(self, trainer_config: Any, num_training_steps: int | None) -> None:
-        t = trainer_config
-        setup = FSDPSetup(t.critic.fsdp_config, self.device, t.bf16, "critic")
-        self.worker = FSDPCriticWorker(setup, t.critic, t.algorithm, **self._common(t, num_training_steps))
+    def _build(self, builder: WorkerBuilder) -> None:
+        setup = FSDPSetup(builder.trainer.critic.fsdp_config, self.device, builder.trainer.bf16, "critic")
+        self.worker = builder.critic(partial(FSDPCriticWorker, setup))
 
     def compute_values(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         return self.worker.compute_values(batch, micro_batch_size)

@@ -1,9 +1,9 @@
 """Driver-side handles of the FSDP2 worker groups, with the single-process workers' interface.
 
-``PPOTrainer`` calls ``policy.compute_logprobs / ppo_train / save_checkpoint / load_checkpoint / export_hf``,
-``ref.compute_logprobs`` and ``critic.compute_values / ppo_train / save_checkpoint / load_checkpoint``; the
-classes here do the same over a group of Ray actors (batches split as ``sharding`` says), so the trainer does not
-know which strategy runs. ``build_fsdp_workers`` places and builds the groups from the config.
+``PPOTrainer`` drives the policy, ref and critic through ``skyrl_train.workers.protocols`` (``Policy``,
+``Reference``, ``Critic``); the classes here implement them over a group of Ray actors (batches split as
+``sharding`` says), so the trainer does not know which strategy runs. ``build_fsdp_workers`` places and builds the
+groups from the config (for ``skyrl_train.strategies.FSDP2``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,8 +27,19 @@ from skyrl_train.storage import ManifestEntry, S3Settings, join_key
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.weight_sync.cuda_ipc import merge_requests
 from skyrl_train.weight_sync.requests import CudaIpcWeightUpdateRequest, TensorSpec
+from skyrl_train.workers.protocols import Workers
 
-__all__ = ["CriticWorkerGroup", "PolicyWorkerGroup", "RefWorkerGroup", "build_fsdp_workers", "release_workers"]
+if TYPE_CHECKING:
+    from skyrl_train.config.schema import TrainerConfig
+
+__all__ = [
+    "CriticWorkerGroup",
+    "PolicyWorkerGroup",
+    "RefWorkerGroup",
+    "build_fsdp_workers",
+    "fsdp2_roles",
+    "release_workers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +110,9 @@ class _TrainableGroup(_WorkerGroup):
 
 class PolicyWorkerGroup(_TrainableGroup):
     """The policy over its ranks (``PolicyWorker``'s interface)."""
+
+    uses_lora: bool
+    """Only a LoRA adapter trains (``trainer.policy.model.lora.rank > 0``)."""
 
     def __init__(self, actors: ActorGroup, uses_lora: bool):
         super().__init__(actors)
@@ -171,18 +185,26 @@ def _s3_copy(s3: S3Settings, role_folder: Path) -> RankUploads:
     )
 
 
+def fsdp2_roles(trainer_config: TrainerConfig) -> list[str]:
+    """The worker groups an fsdp2 run places: the policy; a reference of its own (``separate_ref_model``: with LoRA
+    the policy's actors serve the reference); a critic when ``trainer.critic.model.path`` is set."""
+    t = trainer_config
+    return ["policy", *(["ref"] if t.separate_ref_model else []), *(["critic"] if t.critic.model.path else [])]
+
+
 def build_fsdp_workers(
-    trainer_config: Any,
+    trainer_config: TrainerConfig,
     temperature: float,
     num_training_steps: int | None,
     *,
     checkpoints: bool = False,
     s3: S3Settings | None = None,
-) -> tuple[PolicyWorkerGroup, RefWorkerGroup | None, CriticWorkerGroup | None]:
+) -> Workers:
     """Connect to Ray, reserve ``trainer.placement``, start and build the policy / ref / critic groups.
 
-    The ref group exists when a KL term is on; with LoRA it is the policy's own actors (adapter disabled), as in the
-    single-process ``RefWorker.for_policy``. The critic exists when ``trainer.critic.model.path`` is set.
+    The ref exists when a KL term is on (``needs_ref``); with LoRA it is the policy's own actors (adapter disabled), as
+    in the single-process strategy. The critic exists when ``trainer.critic.model.path`` is set. Every rank builds
+    its worker with ``WorkerBuilder`` (``worker_actors``).
     With ``checkpoints`` (the run saves or resumes), the trainable groups first probe where their ranks can keep
     checkpoint files (``checkpoint_storage``): through ``s3`` (the run's S3 settings) when the nodes do not share
     ``trainer.ckpt_path``, refused without S3. On failure nothing stays reserved or alive.
@@ -191,20 +213,8 @@ def build_fsdp_workers(
 
     t = trainer_config
     init_ray()
-    uses_lora = int(t.policy.model.lora.rank) > 0
-    needs_ref = t.algorithm.use_kl_loss or t.algorithm.use_kl_in_reward
-    if uses_lora and needs_ref and str(t.ref.model.path or t.policy.model.path) != str(t.policy.model.path):
-        raise ValueError(
-            f"with LoRA the reference is the policy's base model {t.policy.model.path!r}; "
-            f"trainer.ref.model.path={t.ref.model.path!r} differs"
-        )
-    roles = ["policy"]
-    if needs_ref and not uses_lora:
-        roles.append("ref")
-    if t.critic.model.path:
-        roles.append("critic")
     use_gpu = ray.cluster_resources().get("GPU", 0) > 0
-    reserved = create_placement_groups(plan_placement(t.placement, roles, use_gpu))
+    reserved = create_placement_groups(plan_placement(t.placement, fsdp2_roles(t), use_gpu))
     actor_classes = {"policy": PolicyActor, "ref": RefActor, "critic": CriticActor}
     groups: dict[str, ActorGroup] = {}
     try:
@@ -216,13 +226,14 @@ def build_fsdp_workers(
                 storages[role] = probe_checkpoint_storage(groups[role], t.ckpt_path, s3, role, t.run_name)
         for group in groups.values():
             group.init_process_group()
-        pending = [actor.build.remote(t, temperature, num_training_steps) for actor in groups["policy"].actors]
-        if "ref" in groups:
-            pending += [actor.build.remote(t, temperature) for actor in groups["ref"].actors]
-        if "critic" in groups:
-            pending += [actor.build.remote(t, num_training_steps) for actor in groups["critic"].actors]
-        ray.get(pending)
-        policy = PolicyWorkerGroup(groups["policy"], uses_lora)
+        ray.get(
+            [
+                actor.build.remote(t, temperature, num_training_steps)
+                for group in groups.values()
+                for actor in group.actors
+            ]
+        )
+        policy = PolicyWorkerGroup(groups["policy"], uses_lora=t.policy.model.lora.rank > 0)
         critic = CriticWorkerGroup(groups["critic"]) if "critic" in groups else None
         for role, group in (("policy", policy), ("critic", critic)):
             if role in storages:
@@ -234,13 +245,13 @@ def build_fsdp_workers(
         raise
     logger.info("fsdp2 workers ready: %s", {role: group.world_size for role, group in groups.items()})
     ref = None
-    if needs_ref:
+    if t.needs_ref:
         ref = (
             RefWorkerGroup(groups["ref"])
             if "ref" in groups
             else RefWorkerGroup(groups["policy"], "compute_ref_logprobs")
         )
-    return policy, ref, critic
+    return Workers(policy, ref, critic)
 
 
 def release_workers(*workers: Any) -> None:

@@ -1,8 +1,10 @@
 """Train with the base config: `python -m skyrl_train.entrypoints.main_base key=value ...`.
 
-Arguments are Hydra-style overrides of `skyrl_train/config/ppo_base_config.yaml` (`key=value`,
-`+key=value`, `~key`); see `skyrl-train/docs/config_reference.md`. An invalid config exits with
-status 2 and every problem, by key, on stderr.
+Arguments are preset files (`--config preset.yaml`, repeatable, e.g. `examples/gsm8k/grpo.yaml`: YAML with the base
+config's nesting) and Hydra-style overrides (`key=value`, `+key=value`, `~key`) of
+`skyrl_train/config/ppo_base_config.yaml`; presets apply in order, then the overrides. See
+`skyrl-train/docs/config_reference.md`. An invalid config exits with status 2 and every problem, by key (and preset
+file), on stderr. The run logs, once, every key that differs from the base config and which preset or override set it.
 
 To customise a run, subclass `BasePPOExp` and override its `get_*` hooks (as with upstream SkyRL).
 Environments declared by installed packages (entry-point group `skyrl_gym.envs`) need no custom main.
@@ -27,17 +29,24 @@ import numpy as np
 import torch
 
 from skyrl_train.checkpoints import CheckpointError, CheckpointManager, ResumeMode, S3CheckpointSink
-from skyrl_train.config import ConfigError, SkyRLConfig, load_config
+from skyrl_train.config import (
+    ConfigError,
+    SkyRLConfig,
+    config_changes,
+    format_config_changes,
+    resolve_config,
+    split_cli_args,
+)
 from skyrl_train.dataset import PromptDataLoader, PromptDataset
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import InferenceEngineInterface
 from skyrl_train.models import load_tokenizer
 from skyrl_train.preflight import PreflightError, check_envs
 from skyrl_train.storage import BackgroundUploader, EvalDumpUploader, S3Settings
+from skyrl_train.strategies import strategy_for
 from skyrl_train.tracking import Tracking
 from skyrl_train.trainer import InfraFailureError, PPOTrainer
-from skyrl_train.utils.device import resolve_device, training_dtype
-from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
+from skyrl_train.workers.protocols import Critic, Policy, Reference, Workers
 
 if TYPE_CHECKING:
     from skyrl_train.serve import PolicyEndpoint
@@ -55,10 +64,11 @@ class BasePPOExp:
         self.s3 = S3Settings.from_trainer_config(cfg.trainer)
         self.uploader = BackgroundUploader(self.s3.flush_timeout_seconds) if self.s3 is not None else None
         """One background uploader for checkpoints and eval dumps when S3 is on; flushed when `run` ends."""
-        self.device = resolve_device(cfg.trainer.device)
-        """Where the single-process workers and a local hf engine's model live (`trainer.device`)."""
-        self.dtype = training_dtype(cfg.trainer.bf16, self.device)
-        """Their dtype (`trainer.bf16`; unset: bf16 on CUDA, fp32 on the CPU)."""
+        t = cfg.trainer
+        uses_checkpoints = t.ckpt_interval > 0 or ResumeMode.parse(t.resume_mode) is not ResumeMode.NONE
+        self.strategy = strategy_for(cfg, s3=self.s3, checkpoints=uses_checkpoints)
+        """How `trainer.strategy` builds and releases the workers, and the device and dtype of this process's models
+        (`skyrl_train.strategies`)."""
 
     def get_tokenizer(self):
         return load_tokenizer(self.cfg.trainer.policy.model.path)
@@ -104,50 +114,21 @@ class BasePPOExp:
     def log_device(self) -> None:
         """Say where the models run and in which dtype, and why (`trainer.device`, `trainer.bf16`)."""
         t = self.cfg.trainer
-        where = "the driver's hf engine copy" if t.strategy == "fsdp2" else "the workers and the hf engine"
         why = f"trainer.bf16={t.bf16}" if t.bf16 is not None else "trainer.bf16 unset: bf16 on CUDA, fp32 on the CPU"
         logger.info(
             "%s run on %s (trainer.device=%s) in %s (%s)",
-            where,
-            self.device,
+            self.strategy.driver_models,
+            self.strategy.device,
             t.device,
-            str(self.dtype).removeprefix("torch."),
+            str(self.strategy.dtype).removeprefix("torch."),
             why,
         )
 
-    def get_workers(self, num_training_steps: int) -> tuple[PolicyWorker, RefWorker | None, CriticWorker | None]:
-        t = self.cfg.trainer
-        if t.strategy == "fsdp2":
-            from skyrl_train.distributed.worker_groups import build_fsdp_workers
+    def get_workers(self, num_training_steps: int) -> Workers:
+        """The policy, ref (or None) and critic (or None), as `trainer.strategy` builds them."""
+        return self.strategy.build_workers(num_training_steps)
 
-            uses_checkpoints = t.ckpt_interval > 0 or ResumeMode.parse(t.resume_mode) is not ResumeMode.NONE
-            return build_fsdp_workers(
-                t,
-                self.cfg.generator.sampling_params.temperature,
-                num_training_steps,
-                checkpoints=uses_checkpoints,
-                s3=self.s3,
-            )
-        common = dict(
-            num_training_steps=num_training_steps,
-            gradient_checkpointing=t.gradient_checkpointing,
-            gradient_checkpointing_use_reentrant=t.gradient_checkpointing_use_reentrant,
-            dtype=self.dtype,
-            device=self.device,
-        )
-        policy = PolicyWorker(
-            t.policy,
-            t.algorithm,
-            temperature=self.cfg.generator.sampling_params.temperature,
-            sample_packing=t.use_sample_packing,
-            **common,
-        )
-        needs_ref = t.algorithm.use_kl_loss or t.algorithm.use_kl_in_reward
-        ref = RefWorker.for_policy(policy, t.ref) if needs_ref else None
-        critic = CriticWorker(t.critic, t.algorithm, **common) if t.critic.model.path else None
-        return policy, ref, critic
-
-    def get_inference_engine(self, policy: PolicyWorker, tokenizer) -> InferenceEngineInterface:
+    def get_inference_engine(self, policy, tokenizer) -> InferenceEngineInterface:
         """The engine(s) rollouts come from: remote servers (`generator.run_engines_locally=false`), local vLLM
         engines (`generator.backend=vllm`; both get the policy's weights from `get_weight_sync`), else the local `hf`
         engine, which shares the policy's module."""
@@ -164,12 +145,12 @@ class BasePPOExp:
         from skyrl_train.inference_engines.client import InferenceEngineClient
         from skyrl_train.inference_engines.vllm.ray_engine import create_vllm_engines
 
-        actors = getattr(policy, "actors", None)  # fsdp2: the policy's ActorGroup
+        placement = self.strategy.engine_placement(policy)
         engines = create_vllm_engines(
             self.cfg,
             tokenizer,
-            policy_placement_group=None if actors is None else actors.placement_group,
-            policy_bundles=None if actors is None else actors.bundle_of_rank,
+            policy_placement_group=None if placement is None else placement[0],
+            policy_bundles=None if placement is None else placement[1],
         )
         return InferenceEngineClient(engines)
 
@@ -308,23 +289,13 @@ class BasePPOExp:
             self.release_workers(policy, ref, critic)
         self.write_report()
 
-    def release_workers(self, policy: PolicyWorker, ref: RefWorker | None, critic: CriticWorker | None) -> None:
-        """Free what `get_workers` holds beyond this process: with fsdp2, the Ray actors and placement groups (on
-        success and on any failure, so a driver that keeps running leaves nothing reserved on the cluster)."""
-        if self.cfg.trainer.strategy == "fsdp2":
-            from skyrl_train.distributed.worker_groups import release_workers
-
-            release_workers(policy, ref, critic)
+    def release_workers(self, policy: Policy, ref: Reference | None, critic: Critic | None) -> None:
+        """Free what `get_workers` holds beyond this process, on success and on any failure (with fsdp2, the Ray
+        actors and placement groups: a driver that keeps running leaves nothing reserved on the cluster)."""
+        self.strategy.release_workers(Workers(policy, ref, critic))
 
     def _train(self, tokenizer, train_loader, eval_loader, policy, ref, critic) -> None:
-        t = self.cfg.trainer
-        engine_policy, refresh = policy, None
-        if t.strategy == "fsdp2" and self.cfg.generator.run_engines_locally and self.cfg.generator.backend == "hf":
-            # The ranks hold the weights: the hf engine generates from a copy synced from them.
-            from skyrl_train.distributed.engine_sync import DriverPolicyCopy
-
-            engine_policy = DriverPolicyCopy(t.policy, policy, self.dtype, self.device)
-            refresh = engine_policy.sync
+        engine_policy, refresh = self.strategy.engine_policy(policy)
         engine = self.get_inference_engine(engine_policy, tokenizer)
         weight_sync = self.get_weight_sync(engine, policy, refresh)
         generator = self.get_generator(engine, tokenizer)
@@ -399,21 +370,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_cli(argv: list[str] | None, doc: str, job: Callable[[SkyRLConfig], object]) -> int:
-    """The entrypoints' command line: `-h` prints `doc`; the overrides in `argv` (default: sys.argv[1:]) are loaded
-    and validated (exit 2 naming every bad key), then `job(cfg)` runs (exit 1 when a preflight, the
-    infrastructure-failure check or a checkpoint problem stops it, with the reason on stderr)."""
+    """The entrypoints' command line: `-h` prints `doc`; the `--config` presets and overrides in `argv` (default:
+    sys.argv[1:]) are loaded and validated (exit 2 naming every bad key), the config's difference from the base is
+    logged, then `job(cfg)` runs (exit 1 when a preflight, the infrastructure-failure check or a checkpoint problem
+    stops it, with the reason on stderr)."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["-h"], ["--help"]):
         print(doc)
         return 0
     try:
-        cfg = load_config(args)
+        presets, overrides = split_cli_args(args)
+        loaded = resolve_config(overrides, presets=presets)
     except ConfigError as e:
         print(f"Invalid config: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logger.info("%s", format_config_changes(config_changes(loaded)))
     try:
-        job(cfg)
+        job(loaded.cfg)
     except (PreflightError, InfraFailureError, CheckpointError) as e:
         print(f"Stopped: {e}", file=sys.stderr)
         return 1

@@ -1,6 +1,6 @@
 """Evaluate a model without training: `python -m skyrl_train.entrypoints.main_generate key=value ...`.
 
-Takes the training config (same overrides, same validation). `trainer.policy.model.path` is the model to
+Takes the training config (same `--config` presets and overrides, same validation). `trainer.policy.model.path` is the model to
 evaluate: any HF folder or id, e.g. a run's export `<export_path>/global_step_N/policy` (LoRA merged) or the
 default alias; `data.val_data` is the eval set. It runs the env preflight, then one eval (upstream's
 `EvalOnlyEntrypoint`: `eval_sampling_params`, `eval_n_samples_per_prompt`; with `generator.run_engines_locally=false`
@@ -53,7 +53,7 @@ class EvalOnlyEntrypoint(BasePPOExp):
             engine = self.make_vllm_engines(None, tokenizer)  # they load the model path themselves
         elif self.cfg.generator.run_engines_locally:
             self.log_device()
-            model = load_causal_lm(t.policy.model.path, self.dtype, self.device)
+            model = load_causal_lm(t.policy.model.path, self.strategy.dtype, self.strategy.device)
             engine = self.make_inference_engine(model, tokenizer)
         else:  # the servers' model, as they serve it
             engine = self.make_remote_engines(tokenizer)

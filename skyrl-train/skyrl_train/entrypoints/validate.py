@@ -1,4 +1,5 @@
-"""Check a run's setup without training: `python -m skyrl_train.entrypoints.validate <same overrides as training>`.
+"""Check a run's setup without training: `python -m skyrl_train.entrypoints.validate <same arguments as training>`
+(`--config` presets and overrides).
 
 Checks, in order, and reports every failure (exit status 1 if any): the config; the tokenizer and model config of
 `trainer.policy.model.path` (weights are not loaded); the dataset files; each env on the first rows of each (data

@@ -6,7 +6,9 @@
 - forward.py: response logprobs / entropy from a causal LM (position ids from the attention mask, temperature);
   lm_head.py: the LM head a chunk of rows at a time (no ``[tokens, vocab]`` logits held); packing.py: sample packing;
   shared_prefix.py: a prompt prefix all rows share, run once;
-- trainable.py: the shared optimizer, update loop and checkpoint layout; metrics.py: how metrics combine.
+- trainable.py: the shared optimizer, update loop and checkpoint layout; metrics.py: how metrics combine;
+- builder.py: ``WorkerBuilder``, the one place that turns the trainer config into these workers (the strategies
+  and the fsdp2 ranks use it); protocols.py: ``Policy`` / ``Reference`` / ``Critic``, what the trainer drives.
 
 Public methods take ``TrainingInputBatch`` objects and return tensors or flat metric dicts, so a multi-process
 strategy (FSDP2, Ray actors) can drive the same methods per rank.

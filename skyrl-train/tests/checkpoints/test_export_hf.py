@@ -16,6 +16,7 @@ from skyrl_train.checkpoints.export_hf import main as export_main
 from skyrl_train.checkpoints.manager import CheckpointError
 from skyrl_train.checkpoints.rank_uploads import RankUploads
 from skyrl_train.config import load_config, to_dict
+from skyrl_train.config.schema import DISTRIBUTED_STRATEGIES
 from skyrl_train.entrypoints.main_base import main as train_main
 from skyrl_train.testing import TINY_RUN_OVERRIDES, tiny_model  # noqa: F401
 from skyrl_train.testing_ray import fsdp2_overrides, subprocess_env
@@ -49,7 +50,7 @@ def test_s3_checkpoint_exports_the_model_the_run_exported(
     run_overrides, tiny_model, s3_server, s3_bucket, tmp_path, strategy  # noqa: F811
 ):
     run, overrides = run_overrides
-    overrides = (fsdp2_overrides() if strategy == "fsdp2" else []) + overrides
+    overrides = (fsdp2_overrides() if strategy in DISTRIBUTED_STRATEGIES else []) + overrides
     overrides += [f"trainer.ckpt_path={run / strategy / 'ckpts'}", f"trainer.export_path={run / strategy / 'exports'}"]
     overrides.append(f"trainer.s3.bucket={s3_bucket}")
     if strategy == "single":

@@ -346,7 +346,8 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
         "skyrl-train/tests/generators/test_env_calls.py::test_zero_env_workers_runs_sync_env_calls_inline"
     ),
     f"environment.skyrl_gym.{OPEN_KEY}": Open(
-        "each block is that env's env_config, passed whole to the env it names; the env owns and checks its keys",
+        "each block is that env's env_config, passed whole to the env it names; a block naming no registered env, or "
+        "a key its env does not declare, is refused (config/env_blocks.py, tests/config/test_env_blocks.py)",
         shown_by="skyrl-train/tests/generators/test_env_calls.py::test_env_gets_max_turns_and_its_config_block",
     ),
     # ------------------------------------------------------- fsdp2 on Ray (cpu_offload: GPU-only, refused)

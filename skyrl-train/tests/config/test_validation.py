@@ -29,13 +29,27 @@ def test_defaults_are_valid():
     validate_cfg(load_config([], validate=False))
 
 
+SEQ_MEAN_TOKEN_SUM_NORM = "trainer.algorithm.loss_reduction=seq_mean_token_sum_norm"
+
+
 def test_max_seq_len_is_derived_from_input_and_generate_lengths():
-    cfg = load_config(["generator.max_turns=3", "generator.max_input_length=2048"])
+    cfg = load_config(["generator.max_turns=3", "generator.max_input_length=2048", SEQ_MEAN_TOKEN_SUM_NORM])
     assert cfg.trainer.algorithm.max_seq_len == 2048 + 1024
 
 
+def test_max_seq_len_stays_null_for_the_reductions_that_do_not_read_it():
+    assert load_config([]).trainer.algorithm.max_seq_len is None
+
+
 def test_explicit_max_seq_len_is_kept():
-    assert load_config(["trainer.algorithm.max_seq_len=100"]).trainer.algorithm.max_seq_len == 100
+    cfg = load_config(["trainer.algorithm.max_seq_len=100", SEQ_MEAN_TOKEN_SUM_NORM])
+    assert cfg.trainer.algorithm.max_seq_len == 100
+
+
+def test_a_derived_max_seq_len_passes_validation_again():
+    cfg = load_config([SEQ_MEAN_TOKEN_SUM_NORM])
+    validate_cfg(cfg)
+    assert cfg.trainer.algorithm.max_seq_len == 512 + 1024
 
 
 def test_null_resume_mode_means_none():
@@ -332,13 +346,20 @@ def test_step_wise_training_refuses_gae():
     assert problem.startswith("generator.step_wise_trajectories=true") and "'gae'" in problem
 
 
+def test_step_wise_training_needs_each_turn_as_its_own_message():
+    assert only_problem("generator.step_wise_trajectories=true", "generator.use_conversation_multi_turn=false") == (
+        "generator.step_wise_trajectories=true requires generator.use_conversation_multi_turn=true: each turn is "
+        "trained as its own sample, so it must be its own chat message."
+    )
+
+
 def test_dynamic_sampling_bounds():
-    assert only_problem("trainer.algorithm.dynamic_sampling.max_sample_batches=0") == (
-        "trainer.algorithm.dynamic_sampling.max_sample_batches must be >= 1, got 0."
-    )
-    assert only_problem("trainer.algorithm.dynamic_sampling.min_replace_ratio=1.5") == (
-        "trainer.algorithm.dynamic_sampling.min_replace_ratio must be in [0, 1], got 1.5."
-    )
+    assert only_problem(
+        "trainer.algorithm.dynamic_sampling.type=filter", "trainer.algorithm.dynamic_sampling.max_sample_batches=0"
+    ) == ("trainer.algorithm.dynamic_sampling.max_sample_batches must be >= 1, got 0.")
+    assert only_problem(
+        "trainer.algorithm.dynamic_sampling.type=replace", "trainer.algorithm.dynamic_sampling.min_replace_ratio=1.5"
+    ) == ("trainer.algorithm.dynamic_sampling.min_replace_ratio must be in [0, 1], got 1.5.")
 
 
 def test_fsdp2_rows_must_split_evenly_over_the_workers():

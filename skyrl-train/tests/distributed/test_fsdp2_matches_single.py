@@ -19,6 +19,7 @@ from skyrl_train.testing import tiny_model_path
 from skyrl_train.testing_ray import local_ray, machine_ranks  # noqa: F401
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
+from skyrl_train.workers.protocols import Critic, Policy, Reference
 
 pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.usefixtures("local_ray")]
 
@@ -109,6 +110,7 @@ def test_fsdp2_step_equals_single_step(
     policy, ref, critic = build_fsdp_workers(t, temperature=1.0, num_training_steps=10)
     try:
         assert critic is None and (ref is not None) == use_kl_loss and policy.world_size == RANKS
+        assert isinstance(policy, Policy) and (ref is None or isinstance(ref, Reference))
         batch = make_batch_with_zeros()
         batch["action_log_probs"] = policy.compute_logprobs(batch, MICRO_BATCH)
         assert_close(batch["action_log_probs"], single_batch["action_log_probs"], "old logprobs")
@@ -164,6 +166,7 @@ def test_fsdp2_critic_and_separate_ref_equal_single(make_batch, assert_close):
 
     policy, ref, critic_group = build_fsdp_workers(t, temperature=1.0, num_training_steps=10)
     try:
+        assert isinstance(ref, Reference) and isinstance(critic_group, Critic)
         batch = make_batch()
         batch["base_action_log_probs"] = ref.compute_logprobs(batch, MICRO_BATCH)
         batch["values"] = critic_group.compute_values(batch, MICRO_BATCH)

@@ -46,6 +46,27 @@ def test_at_the_ratio_training_goes_on():
     check_infra_failures(rollouts(["timeout", "stop"], {0: "timed out"}), max_ratio=0.5)
 
 
+def failing(count: int, of: int) -> Rollouts:
+    """`of` trajectories (one row each), the first `count` of them infrastructure failures."""
+    return rollouts(["timeout"] * count + ["stop"] * (of - count), {i: "timed out" for i in range(count)})
+
+
+def test_exactly_at_the_ratio_of_ten_training_goes_on():
+    check_infra_failures(failing(3, of=10), max_ratio=0.3)
+
+
+def test_one_failure_over_the_ratio_of_ten_stops():
+    with pytest.raises(
+        InfraFailureError, match=r"^4 of 10 trajectories .* more than trainer.max_infra_failure_ratio=0.3"
+    ):
+        check_infra_failures(failing(4, of=10), max_ratio=0.3)
+
+
+def test_a_ratio_of_zero_stops_on_one_failure():
+    with pytest.raises(InfraFailureError, match=r"^1 of 8 trajectories"):
+        check_infra_failures(failing(1, of=8), max_ratio=0.0)
+
+
 def test_a_ratio_of_one_never_stops():
     check_infra_failures(rollouts(["timeout", "timeout"], {0: "x", 1: "y"}), max_ratio=1.0)
 

@@ -17,6 +17,7 @@ import pytest
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
+from skyrl_train.config.schema import DISTRIBUTED_STRATEGIES
 from skyrl_train.testing import TINY_RUN_OVERRIDES
 from skyrl_train.testing_ray import fsdp2_overrides, subprocess_env
 from skyrl_train.training_batch import TrainingInputBatch
@@ -58,7 +59,7 @@ def data_dir(tmp_path_factory):
 
 
 def train(run_dir, data_dir, model_path, kill_at=None, strategy="single"):
-    overrides = (fsdp2_overrides() if strategy == "fsdp2" else []) + [
+    overrides = (fsdp2_overrides() if strategy in DISTRIBUTED_STRATEGIES else []) + [
         f"data.train_data=[{data_dir / 'train.parquet'}]",
         "data.val_data=[]",
         f"trainer.policy.model.path={model_path}",
@@ -117,7 +118,7 @@ def test_killed_runs_resume_from_the_last_complete_checkpoint_at_the_same_data_p
     resumed = train(run, data_dir, tiny_model, strategy=strategy)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stderr and "global_step_4 at step 4" in resumed.stderr
-    if strategy == "fsdp2":  # the ranks' log records reach the driver's console
+    if strategy in DISTRIBUTED_STRATEGIES:  # the ranks' log records reach the driver's console
         assert "[rank 1] skyrl_train.distributed.actor_group: joined the gloo process group" in resumed.stderr
     assert latest(run) == STEPS
     assert batch_uids(run) == batch_uids(reference)

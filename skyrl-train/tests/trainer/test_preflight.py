@@ -6,10 +6,14 @@ import json
 
 import pytest
 
+import skyrl_gym
+from skyrl_gym.envs import BaseTextEnv, BaseTextEnvStepOutput
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.config import load_config
+from skyrl_train.dataset import PromptDataset
 from skyrl_train.entrypoints.main_base import BasePPOExp, main
-from skyrl_train.preflight import PreflightError
+from skyrl_train.preflight import PreflightError, check_envs
+from skyrl_train.testing import tiny_tokenizer  # noqa: F401
 
 
 class NoModelExperiment(BasePPOExp):
@@ -55,21 +59,101 @@ def test_unknown_env_class_names_the_id_and_lists_the_registered_envs(tmp_path, 
     assert not NoModelExperiment.loaded_model
 
 
-def test_a_row_the_env_cannot_read_names_the_file_and_row(tmp_path, tiny_model):
+def gsm8k_rows(tmp_path, count: int, bad: dict[int, dict]):
+    """A jsonl file of `count` gsm8k rows of one data source; `bad` replaces fields of some rows."""
     rows = [
-        {"prompt": [{"role": "user", "content": f"q{i}"}], "env_class": "gsm8k", "reward_spec": {"ground_truth": "1"}}
-        for i in range(3)
+        {
+            "prompt": [{"role": "user", "content": f"q{i}"}],
+            "env_class": "gsm8k",
+            "data_source": "toy",
+            "reward_spec": {"ground_truth": "1"},
+            **bad.get(i, {}),
+        }
+        for i in range(count)
     ]
-    rows[1]["reward_spec"] = None
-    train_file = tmp_path / "train.jsonl"
-    train_file.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    path = tmp_path / "train.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    return path
+
+
+def test_a_row_the_env_cannot_read_names_the_file_and_row(tmp_path, tiny_model):
+    train_file = gsm8k_rows(tmp_path, 3, {1: {"reward_spec": None}})
     with pytest.raises(PreflightError) as stopped:
         NoModelExperiment(config(tmp_path, tiny_model, train_file)).run()
     lines = str(stopped.value).splitlines()[1:]
     assert len(lines) == 1  # rows 0 and 2 are fine
-    assert f"data.train_data {train_file} row 1 (env_class 'gsm8k'): env init failed:" in lines[0]
+    assert f"data.train_data {train_file} row 1 (env_class 'gsm8k'): the env rejects this row: KeyError:" in lines[0]
     assert "reward_spec" in lines[0]
     assert not NoModelExperiment.loaded_model
+
+
+def test_a_bad_row_5_of_8_stops_the_run_before_the_model_loads(tmp_path, tiny_model):
+    train_file = gsm8k_rows(tmp_path, 8, {5: {"reward_spec": None}})
+    with pytest.raises(PreflightError) as stopped:
+        NoModelExperiment(config(tmp_path, tiny_model, train_file)).run()
+    (line,) = str(stopped.value).splitlines()[1:]
+    assert line.startswith(f"  - data.train_data {train_file} row 5 (env_class 'gsm8k'): the env rejects this row:")
+    assert not NoModelExperiment.loaded_model
+
+
+def test_an_unregistered_env_class_in_a_late_row_is_named(tmp_path, tiny_model):
+    train_file = gsm8k_rows(tmp_path, 8, {6: {"env_class": "gsm8k_typo"}})
+    with pytest.raises(PreflightError) as stopped:
+        NoModelExperiment(config(tmp_path, tiny_model, train_file)).run()
+    (line,) = str(stopped.value).splitlines()[1:]
+    assert line.startswith(
+        f"  - data.train_data {train_file} row 6 (env_class 'gsm8k_typo'): no env is registered under 'gsm8k_typo'"
+    )
+
+
+def test_past_twenty_failing_rows_the_rest_are_counted(tmp_path, tiny_model):
+    train_file = gsm8k_rows(tmp_path, 30, {i: {"reward_spec": None} for i in range(25)})
+    with pytest.raises(PreflightError) as stopped:
+        NoModelExperiment(config(tmp_path, tiny_model, train_file)).run()
+    lines = str(stopped.value).splitlines()[1:]
+    assert len(lines) == 21
+    assert " row 19 (env_class 'gsm8k')" in lines[19]
+    assert lines[20] == "  - ... and 5 more"
+
+
+class CountingEnv(BaseTextEnv):
+    """Counts how often it is made and initialised (class-wide)."""
+
+    made = 0
+    initialised = 0
+
+    def __init__(self, env_config=None, extras=None):
+        super().__init__()
+        CountingEnv.made += 1
+
+    def init(self, prompt):
+        CountingEnv.initialised += 1
+        return prompt, {}
+
+    def step(self, action):
+        return BaseTextEnvStepOutput(observations=[], reward=0.0, done=True, metadata={})
+
+
+@pytest.fixture
+def counting_env():
+    skyrl_gym.register("preflight_counting", CountingEnv)
+    CountingEnv.made = CountingEnv.initialised = 0
+    yield "preflight_counting"
+    skyrl_gym.deregister("preflight_counting")
+
+
+def test_every_row_is_made_and_the_first_two_rows_of_each_source_are_initialised(
+    tmp_path, tiny_model, tiny_tokenizer, counting_env  # noqa: F811
+):
+    sources = {i: {"env_class": counting_env, "data_source": "a" if i < 5 else "b"} for i in range(8)}
+    train_file = gsm8k_rows(tmp_path, 8, sources)
+    cfg = config(tmp_path, tiny_model, train_file)
+    passed = check_envs(cfg, {"data.train_data": PromptDataset([str(train_file)], tiny_tokenizer, 512)})
+    assert (CountingEnv.made, CountingEnv.initialised) == (8 + 4, 4)  # each init makes its env once more
+    assert passed[0] == "the env of each of 8 rows made"
+    assert [line.split(" row ")[1] for line in passed[1:]] == [
+        f"{i} (env_class {counting_env!r}): init ok" for i in (0, 1, 5, 6)
+    ]
 
 
 def test_the_entrypoint_exits_1_with_the_preflight_message(tmp_path, tiny_model, gsm8k_train, capsys):

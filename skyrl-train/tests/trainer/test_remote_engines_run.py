@@ -121,12 +121,11 @@ def test_gsm8k_trains_on_two_remote_servers_and_goes_on_when_one_is_killed(
     try:
         cfg = load_config(
             [
-                # examples/cpu_lora_grpo.sh + examples/gsm8k/run_gsm8k.sh, with the tiny model and no eval
+                # examples/gsm8k/grpo.yaml (with examples/cpu_lora_grpo.yaml), with the tiny model and no eval
                 f"trainer.policy.model.path={tiny_model}",
                 "trainer.bf16=false",
                 "trainer.gradient_checkpointing=false",
                 f"trainer.policy.model.lora.rank={lora_rank}",
-                "trainer.policy.model.lora.alpha=64",
                 "trainer.policy.optimizer_config.lr=2e-4",
                 "trainer.algorithm.advantage_estimator=grpo",
                 "trainer.algorithm.use_kl_loss=false",
@@ -155,7 +154,14 @@ def test_gsm8k_trains_on_two_remote_servers_and_goes_on_when_one_is_killed(
                 # half the episodes of the step that loses a server may fail (the default stops above 0.5)
                 "trainer.max_infra_failure_ratio=0.75",
             ]
-            + ([f"trainer.policy.model.lora.lora_sync_path={tmp_path / 'lora_sync'}"] if lora_rank else [])
+            + (
+                [
+                    f"trainer.policy.model.lora.lora_sync_path={tmp_path / 'lora_sync'}",
+                    "trainer.policy.model.lora.alpha=64",
+                ]
+                if lora_rank
+                else []
+            )
         )
         experiment = KillDuringStep(cfg, victim)
         experiment.run()

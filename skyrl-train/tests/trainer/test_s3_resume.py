@@ -17,6 +17,7 @@ import pytest
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
+from skyrl_train.config.schema import DISTRIBUTED_STRATEGIES
 from skyrl_train.testing import TINY_RUN_OVERRIDES
 from skyrl_train.testing_ray import fsdp2_overrides, subprocess_env
 from skyrl_train.testing_s3 import complete_steps, s3_keys
@@ -52,7 +53,7 @@ def data_dir(tmp_path_factory):
 
 
 def train(run_dir, data_dir, model_path, endpoint, bucket, kill_during_upload_of=None, strategy="single"):
-    overrides = (fsdp2_overrides() if strategy == "fsdp2" else []) + [
+    overrides = (fsdp2_overrides() if strategy in DISTRIBUTED_STRATEGIES else []) + [
         f"data.train_data=[{data_dir / 'train.parquet'}]",
         f"data.val_data=[{data_dir / 'validation.parquet'}]",
         f"trainer.policy.model.path={model_path}",
@@ -101,7 +102,7 @@ def test_a_run_killed_during_an_upload_resumes_from_the_newest_complete_s3_check
     assert sorted(p.name for p in ckpts.iterdir()) == ["global_step_3", LATEST_CKPT_FILE]
     assert (ckpts / LATEST_CKPT_FILE).read_text() == "3\n"
     assert "uploaded checkpoint global_step_3 to " in resumed.stderr
-    if strategy == "fsdp2":  # both ranks' shards of the sharded policy checkpoint are in S3
+    if strategy in DISTRIBUTED_STRATEGIES:  # both ranks' shards of the sharded policy checkpoint are in S3
         shards = s3_keys(s3_server, s3_bucket, "proj/run1/global_step_3/policy/model_optim/")
         assert [key.rsplit("/", 1)[1] for key in shards] == [".metadata", "__0_0.distcp", "__1_0.distcp"]
 

@@ -47,7 +47,8 @@ def test_bad_rows_and_failing_envs_are_all_reported(tmp_path, tiny_model):
     status, report = run(tiny_model, train, val)
     assert status == 1
     assert "FAIL train data" in report and "train.jsonl: row 1: field 'prompt'" in report
-    assert "FAIL val env 'gsm8k' (row 0): KeyError" in report and "ground_truth" in report
+    assert f"FAIL val rows: the env of each row made: PreflightError: 1 of 1 rows:\n  - val {val} row 0" in report
+    assert "the env rejects this row: KeyError" in report and "ground_truth" in report
     assert report.rstrip().endswith("2 check(s) failed")
 
 
@@ -64,4 +65,25 @@ def test_an_unknown_env_id_in_the_config_and_the_rows_is_reported_like_the_prefl
     assert (
         "FAIL environment.env_class='no_such_env': UnknownEnvError: no env is registered under 'no_such_env'" in report
     )
-    assert "FAIL train env 'no_such_env' (row 0): UnknownEnvError: no env is registered" in report
+    assert f"  - train {train} row 0 (env_class 'no_such_env'): no env is registered under 'no_such_env'" in report
+
+
+def test_a_row_after_the_first_two_is_read_whole(tmp_path, tiny_model):
+    rows = [row() for _ in range(6)]
+    rows[4]["reward_spec"] = None
+    status, report = run(tiny_model, write_jsonl(tmp_path / "train.jsonl", rows))
+    assert status == 1
+    assert "ok   train env 'gsm8k' (row 0)" in report and "ok   train env 'gsm8k' (row 1)" in report
+    assert f"FAIL train rows: the env of each row made: PreflightError: 1 of 6 rows:\n  - train {tmp_path}" in report
+    assert "train.jsonl row 4 (env_class 'gsm8k'): the env rejects this row: KeyError" in report
+
+
+def test_a_misspelled_env_block_stops_validate_naming_the_block(tmp_path, tiny_model):
+    train = write_jsonl(tmp_path / "train.jsonl", [row()])
+    status, report = run(tiny_model, train, None, "+environment.skyrl_gym.mcp_tools.max_calls_per_turn=1")
+    assert status == 1
+    assert report.startswith(
+        "FAIL config:\n"
+        "environment.skyrl_gym.mcp_tools: no env is registered under 'mcp_tools' (did you mean 'mcp_tool'?)"
+    )
+    assert "all checks passed" not in report

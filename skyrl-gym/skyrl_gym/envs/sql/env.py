@@ -21,8 +21,9 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from skyrl_gym.common.config import keys_of
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from skyrl_gym.envs.utils import required_extra
 from skyrl_gym.tools.sql import SQLCodeExecutorToolGroup, SQLExecutionError, resolve_db_file, run_query
@@ -69,6 +70,8 @@ def results_match(db_file: str | Path, predicted_sql: str, gold_sql: str, timeou
 
 
 class SQLEnv(BaseTextEnv):
+    env_config_keys: ClassVar[frozenset[str]] = keys_of(Text2SQLEnvConfig)
+
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None):
         super().__init__()
         self.db_id = required_extra(extras, "db_id")
