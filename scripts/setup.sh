@@ -2,8 +2,9 @@
 # Create .venv and install the three packages (editable) plus the dev tools.
 # Idempotent: a second run with unchanged requirements returns in well under a second.
 #
-#   SKYRL_TORCH_SPEC   torch requirement installed before anything else (default: torch==2.13.0, the CPU wheel).
-#                      On a GPU machine set it to the CUDA build you want, e.g. "torch==2.9.1".
+#   SKYRL_TORCH_SPEC   torch requirement installed before anything else (default: torch==2.13.0: PyPI's Linux x86-64
+#                      wheel, a CUDA build; a CPU-only mirror or PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+#                      gives the CPU build). On a GPU machine set it to the build you want, e.g. "torch==2.11.0".
 #   SKYRL_PYTHON       interpreter used to create .venv (default: python3.11, else python3).
 set -euo pipefail
 
