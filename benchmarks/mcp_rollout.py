@@ -41,10 +41,10 @@ from skyrl_train.config import load_config
 from skyrl_train.dataset import PromptDataset
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.generators.utils import ObservationEncoder, encode_chat
-from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
+from skyrl_train.inference_engines.hf.engine import HFInferenceEngine
 from skyrl_train.models import load_causal_lm, load_tokenizer
+from skyrl_train.models.lora import apply_lora
 from skyrl_train.trainer_utils import prepare_generator_input
-from skyrl_train.workers.trainable import apply_lora
 
 REPO = Path(__file__).resolve().parents[1]
 

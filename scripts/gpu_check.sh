@@ -11,7 +11,7 @@
 #      on CUDA: greedy tokens equal to a CPU forward pass, seeded sampling, prefix cache, KV buffer, LoRA folding in
 #      bf16), CUDA IPC to a second process with mixed dtypes, the fsdp2 tests through Ray with one rank per GPU, and
 #      the gsm8k recipe with fsdp2 end to end (2 steps, checkpoints, export);
-#   2. skyrl-train/benchmarks/main_job_step.py: step times of the main job's recipe on a SmolLM2-135M-shaped model.
+#   2. benchmarks/main_job_step.py: step times of the main job's recipe on a SmolLM2-135M-shaped model.
 # Everything it prints goes to $OUT (default: benchmarks/results/gpu/<date>-<card>/): device.txt, tests.log,
 # junit.xml, main_job_step.log and .json. Exit status: pytest's, or the benchmark's if the tests passed.
 set -uo pipefail
@@ -51,7 +51,7 @@ cd "$repo_root" || exit 2
     skyrl-gym/tests skyrl-train/tests 2>&1 | tee "$out/tests.log"
 status=${PIPESTATUS[0]}
 
-"$python" skyrl-train/benchmarks/main_job_step.py --model "$bundle/tokenizer" --random-weights --steps 3 \
+"$python" benchmarks/main_job_step.py --model "$bundle/tokenizer" --random-weights --steps 3 \
     --json "$out/main_job_step.json" 2>&1 | tee "$out/main_job_step.log"
 bench=${PIPESTATUS[0]}
 echo "gpu_check: tests exit $status, benchmark exit $bench; output in $out"

@@ -2,7 +2,7 @@
 
 Each test takes the arguments a script passes to `main_base` (its command, expanded by bash with fixed paths) and
 resolves them as `main_base` does. The expected values are what the script resolved when its recipe was bash arrays of
-overrides (`examples/cpu_lora_grpo.sh`), written out as every key that differs from the base config; every other key
+overrides, written out as every key that differs from the base config; every other key
 must keep the base value.
 """
 

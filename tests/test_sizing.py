@@ -1,4 +1,4 @@
-"""scripts/cluster/sizing.py: the memory, checkpoint and disk arithmetic, with hand-computed numbers."""
+"""tasks/sizing/sizing.py: the memory, checkpoint and disk arithmetic, with hand-computed numbers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "scripts" / "cluster"))
+sys.path.insert(0, str(REPO_ROOT / "tasks" / "sizing"))
 
 import sizing  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The SkyPilot task YAMLs as SkyPilot itself parses them, the overrides their run commands pass, and the node
 bootstrap's arithmetic. The off-cloud two-node run is in test_tasks_cluster.py (slow).
 
-SkyPilot's parser runs in its own venv (.venv/sky, made by scripts/cluster/setup_sky.sh: skypilot pins click and
+SkyPilot's parser runs in its own venv (.venv/sky, made by tasks/launch/setup_sky.sh: skypilot pins click and
 uvicorn below what the training venv needs), so these tests call it as a subprocess.
 """
 
@@ -19,7 +19,7 @@ import pytest
 from skyrl_train.config import load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "scripts" / "cluster"))
+sys.path[:0] = [str(REPO_ROOT / "tasks" / "node"), str(REPO_ROOT / "tasks" / "sizing")]
 
 import bootstrap  # noqa: E402
 import sizing  # noqa: E402
@@ -33,11 +33,11 @@ REQUIRED_SECRETS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
 
 
 def _check_tasks(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    setup = subprocess.run(["bash", "scripts/cluster/setup_sky.sh"], cwd=REPO_ROOT, capture_output=True, text=True)
+    setup = subprocess.run(["bash", "tasks/launch/setup_sky.sh"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert setup.returncode == 0, setup.stderr[-3000:]
     env = {**os.environ, "HOME": str(home), "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}
     return subprocess.run(
-        [str(REPO_ROOT / ".venv" / "sky" / "bin" / "python"), "scripts/cluster/check_tasks.py", *args],
+        [str(REPO_ROOT / ".venv" / "sky" / "bin" / "python"), "tasks/launch/check_tasks.py", *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -70,8 +70,8 @@ def test_gpu_tasks_ask_for_any_of_8_b200_or_8_h200_on_one_node(parsed, name):
     assert len(disk) == 1
     assert [{"accelerators": r["accelerators"]} for r in task["resources"]] == GPU_CHOICES
     assert task["workdir"] == "."
-    assert "bash scripts/cluster/setup_node.sh" in task["setup"]
-    assert "scripts/cluster/bootstrap.py" in task["run"]
+    assert "bash tasks/node/setup_node.sh" in task["setup"]
+    assert "tasks/node/bootstrap.py" in task["run"]
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_eval_task_needs_no_gpu_and_room_for_one_checkpoint(parsed):
     # The gsm8k task's sizes, so the default eval set is the held-out split the gsm8k run evaluated.
     gsm8k = parsed["gsm8k"]["envs"]
     assert (task["envs"]["TRAIN_SIZE"], task["envs"]["VAL_SIZE"]) == (gsm8k["TRAIN_SIZE"], gsm8k["VAL_SIZE"])
-    for step in ("skyrl_train.checkpoints.export_hf", "skyrl_train.entrypoints.main_generate", "skyrl-analyze-evals"):
+    for step in ("skyrl_train.entrypoints.export_hf", "skyrl_train.entrypoints.main_generate", "skyrl-analyze-evals"):
         assert step in task["run"], step
 
 

@@ -21,7 +21,7 @@ import yaml
 
 from skyrl_train.config.schema import DISTRIBUTED_STRATEGIES
 from skyrl_train.models.tiny import make_tiny_causal_lm
-from skyrl_train.testing_s3 import s3_bucket, s3_client, s3_server  # noqa: F401
+from skyrl_train.testing.s3 import s3_bucket, s3_client, s3_server  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUN_NAME = "gsm8k-offcloud"

@@ -1,4 +1,4 @@
-"""scripts/cluster/launch.sh (what the launch workflow runs) against a scripted `sky`: bounded retries on capacity
+"""tasks/launch/launch.sh (what the launch workflow runs) against a scripted `sky`: bounded retries on capacity
 errors with the half-made cluster taken down between attempts, no retry on any other failure, and secrets passed
 by name only when they are set.
 """
@@ -53,7 +53,7 @@ def _launch(fake_sky: Path, outcomes: str, *args: str, **env: str) -> tuple[subp
     }
     run_env.pop("OPENAI_API_KEY", None)
     result = subprocess.run(
-        ["bash", "scripts/cluster/launch.sh", *args], cwd=REPO_ROOT, env=run_env, capture_output=True, text=True
+        ["bash", "tasks/launch/launch.sh", *args], cwd=REPO_ROOT, env=run_env, capture_output=True, text=True
     )
     calls_file = fake_sky.parent / "calls"
     calls = calls_file.read_text().splitlines() if calls_file.exists() else []
@@ -112,7 +112,7 @@ def test_launch_workflow_dispatch_inputs_retries_and_final_sky_down():
     assert sorted(inputs["task"]["options"]) == sorted(p.stem for p in (REPO_ROOT / "tasks").glob("*.yaml"))
     steps = workflow["jobs"]["launch"]["steps"]
     launch = next(s for s in steps if s.get("name") == "Launch")
-    assert "bash scripts/cluster/launch_args.sh" in launch["run"] and "bash scripts/cluster/launch.sh" in launch["run"]
+    assert "bash tasks/launch/launch_args.sh" in launch["run"] and "bash tasks/launch/launch.sh" in launch["run"]
     assert {"TASK", "MODEL", "CHECKPOINT", "RESUME_RUN_NAME", "DATA_VERSION", "NODES"} <= set(launch["env"])
     secrets = {k: v for k, v in launch["env"].items() if "secrets." in str(v)}
     assert set(launch["env"]["LAUNCH_SECRETS"].split()) == set(secrets)  # every secret passed is a repository secret
@@ -125,7 +125,7 @@ def test_launch_workflow_dispatch_inputs_retries_and_final_sky_down():
 def _launch_args(**inputs: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MODEL", "CHECKPOINT", "RESUME_RUN_NAME", "NODES")}
     return subprocess.run(
-        ["bash", "scripts/cluster/launch_args.sh"],
+        ["bash", "tasks/launch/launch_args.sh"],
         cwd=REPO_ROOT,
         env={**env, "RUN_NAME": "r1", **inputs},
         capture_output=True,

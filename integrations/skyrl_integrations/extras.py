@@ -1,7 +1,7 @@
 """Optional dependencies. The package itself needs only skyrl-gym (no torch, no Ray); a feature that imports more
 fails with an error naming the pip extra that installs it:
 
-- ``train``: skyrl-train, whose dataset reader ``skyrl-validate-tasks`` uses (the trainer's own row reading);
+- ``train``: skyrl-train, whose dataset reader ``skyrl-validate-data`` uses (the trainer's own row reading);
 - ``analysis``: matplotlib for ``skyrl-analyze-evals --html`` plots, boto3 for dumps read from S3.
 """
 

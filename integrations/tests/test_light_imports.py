@@ -108,7 +108,7 @@ def test_the_validator_names_the_train_extra(run_without_train):
             print(exc)
         """)
     assert out == (
-        "skyrl_integrations.datasets.validate (skyrl-validate-tasks) needs the 'train' extra (module 'skyrl_train' "
+        "skyrl_integrations.datasets.validate (skyrl-validate-data) needs the 'train' extra (module 'skyrl_train' "
         "is not installed): pip install 'skyrl-integrations[train]'\n"
     )
 

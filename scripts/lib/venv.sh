@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by the setup scripts (scripts/setup.sh, setup_vllm.sh, cluster/setup_sky.sh): what they share.
+# Sourced by the setup scripts (scripts/setup.sh, scripts/setup_vllm.sh, tasks/launch/setup_sky.sh): what they share.
 
 # venv_up_to_date VENV STAMP_FILE WANTED: the venv exists and was last set up for WANTED (a hash of its inputs).
 venv_up_to_date() {

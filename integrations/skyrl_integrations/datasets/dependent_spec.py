@@ -1,4 +1,4 @@
-"""Convert multi-turn "dependent spec" conversations into compact MCP task rows.
+"""Convert multi-turn "dependent spec" conversations into compact MCP dataset rows.
 
 A dependent-spec conversation is a chat in which later user turns build on earlier tool results::
 
@@ -12,7 +12,7 @@ A dependent-spec conversation is a chat in which later user turns build on earli
     assistant          "42.5"
 
 Each conversation becomes ONE row (``schema.TaskRow``): the system message (or ``--system-prompt``) and a single
-user message stating the whole task (one user turn as is; several as a numbered list of steps), the
+user message stating the whole question (one user turn as is; several as a numbered list of steps), the
 ``tool_sequence`` of every assistant call in order (the server of each tool from ``--tool-map`` or from the
 ``tools/list`` of ``--servers``), the expected answer from the final assistant message (default) or from the last
 tool result (``--answer-from last_tool_result``, with ``--answer-field`` for a JSON result), and the complexity
@@ -65,7 +65,7 @@ MULTI_TURN_HEADER = "Complete these steps in order; later steps use the results 
 
 
 class ConversationError(ValueError):
-    """A conversation that cannot become a task row; the message names file, line and message index."""
+    """A conversation that cannot become a dataset row; the message names file, line and message index."""
 
     def __init__(self, source: str, line: int, message_index: int | None, problem: str):
         self.source, self.line, self.message_index, self.problem = source, line, message_index, problem

@@ -1,4 +1,4 @@
-"""Write MCP task rows as ``train``/``validation`` files: a deterministic split, parquet + JSON Lines, atomically.
+"""Write MCP dataset rows as ``train``/``validation`` files: a deterministic split, parquet + JSON Lines, atomically.
 
 ``write_dataset(tasks, output_dir)`` assigns each task its split from the MD5 hash of its ``task_id`` (so a task
 stays in the same split however the dataset grows or is reordered), numbers the rows of each split, validates every
@@ -45,7 +45,7 @@ FORMATS = ("parquet", "jsonl")
 
 
 class DatasetWriteError(ValueError):
-    """The rows cannot be written: existing output, duplicate task ids, or a parameter with two types."""
+    """The rows cannot be written: existing output, duplicate ``task_id`` values, or a parameter with two types."""
 
 
 def split_for(task_id: str, val_ratio: float) -> str:
@@ -121,7 +121,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         "--val-ratio",
         type=float,
         default=DEFAULT_VAL_RATIO,
-        help=f"fraction of tasks (by hash of task_id) that go to validation (default {DEFAULT_VAL_RATIO})",
+        help=f"fraction of questions (by hash of task_id) that go to validation (default {DEFAULT_VAL_RATIO})",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--no-jsonl", action="store_true", help="write only the .parquet files")

@@ -1,10 +1,10 @@
-"""LLM-based MCP task generation through any OpenAI-compatible endpoint, every task checked by executing it.
+"""LLM-based MCP question generation through any OpenAI-compatible endpoint, every question checked by executing it.
 
     python -m skyrl_integrations.datasets.llm_based --output-dir data/mcp_llm
 
-Knobs (environment variable, or the matching flag, which wins): ``N_SAMPLES`` (valid tasks wanted),
-``OPENAI_MODEL``, ``OPENAI_BASE_URL``, ``MAX_TOOLS`` (most calls in one task; also ``limits.max_tools``),
-``MAX_TURNS`` (``max_turns`` of every task), ``DOMAINS`` (bundled server names, comma-separated),
+Knobs (environment variable, or the matching flag, which wins): ``N_SAMPLES`` (valid questions wanted),
+``OPENAI_MODEL``, ``OPENAI_BASE_URL``, ``MAX_TOOLS`` (most calls in one question; also ``limits.max_tools``),
+``MAX_TURNS`` (``max_turns`` of every question), ``DOMAINS`` (bundled server names, comma-separated),
 ``COMPLEXITIES`` (``single``, ``multi_step``, ``cross_server``, comma-separated). The API key is read from
 ``OPENAI_API_KEY`` (a placeholder is sent when unset, which local servers accept) and is never printed.
 
@@ -17,7 +17,7 @@ One attempt:
    better than instructions, and filling in given values is within reach of even the 135M default model.
 3. Read the reply tolerantly (lenient JSON; if the object is broken, the question / answer field by pattern and
    the calls with ``skyrl_integrations.tool_parser``), and check each call's arguments against the tool schema.
-4. Execute the calls on the servers. The task is kept only if every call succeeds, every identifier-like argument
+4. Execute the calls on the servers. The question is kept only if every call succeeds, every identifier-like argument
    (ticker, date, user, URL) is visible to the agent (in the question or an earlier result), and the last result
    holds a short scalar answer: at ``answer_field`` when the question asks for it, else at the one field the
    question names ("opening price" -> ``open``); see ``_answer``. The expected answer is always that executed
@@ -25,7 +25,7 @@ One attempt:
 
 Rejected attempts are counted by reason (``REJECTIONS``) and printed; attempts stop at ``--max-attempts``.
 Measured with SmolLM2-135M-Instruct served by ``python -m skyrl_train.serve`` on the 2-core CPU box: about one
-attempt in five gives a valid single-call task (market and search domains), ~30 s per attempt.
+attempt in five gives a valid single-call question (market and search domains), ~30 s per attempt.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ __all__ = [
 
 DEFAULT_ENDPOINT_MODEL = "smollm2-135m-instruct"
 """The name ``python -m skyrl_train.serve`` gives its default CPU model (``skyrl_train.models.DEFAULT_MODEL``, which
-a serving test checks this against): a plain string, so that generating tasks does not need skyrl-train."""
+a serving test checks this against): a plain string, so that generating questions does not need skyrl-train."""
 
 ENV_VARS = {
     "n_samples": "N_SAMPLES",
@@ -82,22 +82,22 @@ ENV_VARS = {
 
 REJECTIONS = (
     "api_error",  # the endpoint failed this request (5xx, timeout); refused connections abort the run
-    "no_json",  # no task object in the reply
+    "no_json",  # no question object in the reply
     "no_question",  # no usable question (missing, or too short)
     "wrong_call_count",  # fewer calls than planned
     "unknown_tool",  # a call to a tool the planned servers do not offer
     "invalid_arguments",  # arguments that do not fit the tool's schema
     "ungrounded_argument",  # an identifier-like argument the question (or an earlier result) never mentions
-    "complexity_not_requested",  # the calls make a task of a complexity not in COMPLEXITIES
+    "complexity_not_requested",  # the calls make a question of a complexity not in COMPLEXITIES
     "copied_example",  # the calls of a demonstration, unchanged
-    "duplicate",  # the same task as an earlier one
+    "duplicate",  # the same question as an earlier one
     "tool_error",  # a call failed when executed
     "answer_not_asked",  # answer_field holds a value, but the question asks for something else
     "no_answer",  # no field of the last result is both a short scalar and what the question asks for
 )
 
 SIDE_EFFECT_TOOLS = ("post_message",)
-"""Tools never offered: their results differ on every call, so a task built on them cannot be replayed."""
+"""Tools never offered: their results differ on every call, so a question built on them cannot be replayed."""
 
 SYSTEM_PROMPT = (
     "You write practice tasks for an assistant that answers questions by calling tools. Given tools and argument "
@@ -124,24 +124,24 @@ class LLMGenerationConfig:
     """Every knob of the generator; ``from_env`` fills the ``ENV_VARS`` ones from the environment."""
 
     n_samples: int = 10
-    """Valid tasks wanted."""
+    """Valid questions wanted."""
     model: str = DEFAULT_ENDPOINT_MODEL
     """Model name sent to the endpoint (the default CPU model, as ``python -m skyrl_train.serve`` names it)."""
     base_url: str = "http://127.0.0.1:8000/v1"
     """OpenAI-compatible endpoint (``python -m skyrl_train.serve``'s default address)."""
     max_tools: int = 2
-    """Most tool calls in one task; written as ``limits.max_tools``."""
+    """Most tool calls in one question; written as ``limits.max_tools``."""
     max_turns: int = 4
-    """``max_turns`` of every task (at least one turn per call)."""
+    """``max_turns`` of every question (at least one turn per call)."""
     domains: tuple[str, ...] = tuple(BUNDLED_SERVERS)
-    """Bundled servers whose tools tasks use."""
+    """Bundled servers whose tools the questions use."""
     complexities: tuple[str, ...] = COMPLEXITIES
-    """Task kinds to plan, picked uniformly per attempt."""
+    """Question kinds to plan, picked uniformly per attempt."""
     max_attempts: int | None = None
     """Requests to make at most; None = 5 x n_samples."""
     temperature: float = 0.7
     max_tokens: int = 128
-    """Reply length limit; a one-call task object is about 60 tokens."""
+    """Reply length limit; a one-call question object is about 60 tokens."""
     concurrency: int = 1
     """Requests in flight at once. Raise it for servers that batch well (vLLM, hosted APIs); measured on the 2-core
     CPU box, ``skyrl_train.serve`` (hf engine) took 36 s for one 96-token reply and 334 s for four at once."""
@@ -187,13 +187,13 @@ class LLMGenerationConfig:
         if bad or not self.complexities:
             raise fail("complexities", f"expected some of {', '.join(COMPLEXITIES)}, got {bad or []}")
         if set(self.complexities) - {"single"} and self.max_tools < 2:
-            raise fail("max_tools", "multi_step and cross_server tasks need at least 2 calls")
+            raise fail("max_tools", "multi_step and cross_server questions need at least 2 calls")
         if "cross_server" in self.complexities and len(set(self.domains)) < 2:
             raise fail(
-                "domains", "cross_server tasks need at least two domains (or set COMPLEXITIES=single,multi_step)"
+                "domains", "cross_server questions need at least two domains (or set COMPLEXITIES=single,multi_step)"
             )
         if self.max_turns < self.max_calls:
-            raise fail("max_turns", f"must allow one turn per call: tasks may have {self.max_calls} calls")
+            raise fail("max_turns", f"must allow one turn per call: questions may have {self.max_calls} calls")
         if self.max_attempts is not None and self.max_attempts < 1:
             raise fail("max_attempts", f"must be >= 1, got {self.max_attempts}")
 
@@ -203,7 +203,7 @@ class LLMGenerationConfig:
 
     @property
     def max_calls(self) -> int:
-        """Most calls a planned task has: 1 for single, up to 3 (within ``max_tools``) otherwise."""
+        """Most calls a planned question has: 1 for single, up to 3 (within ``max_tools``) otherwise."""
         return 1 if set(self.complexities) == {"single"} else min(self.max_tools, MAX_PLANNED_CALLS)
 
 
@@ -244,13 +244,13 @@ class GenerationReport:
     rejected: Counter[str] = field(default_factory=Counter)
 
     def summary(self) -> str:
-        lines = [f"generated {len(self.tasks)} valid task(s) in {self.attempts} attempt(s)"]
+        lines = [f"generated {len(self.tasks)} valid question(s) in {self.attempts} attempt(s)"]
         lines += [f"  rejected {count:4d}  {reason}" for reason, count in self.rejected.most_common()]
         return "\n".join(lines)
 
 
 class Rejected(Exception):
-    """An attempt that did not give a valid task; ``reason`` is one of ``REJECTIONS``."""
+    """An attempt that did not give a valid question; ``reason`` is one of ``REJECTIONS``."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -258,7 +258,7 @@ class Rejected(Exception):
 
 
 def parse_reply(text: str, tools: Sequence[Mapping[str, Any]]) -> Candidate:
-    """The task in a model reply, read tolerantly; ``Rejected`` (``no_json`` / ``no_question``) if there is none.
+    """The question in a model reply, read tolerantly; ``Rejected`` (``no_json`` / ``no_question``) if there is none.
 
     The first JSON object is decoded leniently; when it is broken (small models often add or drop a bracket), the
     question and answer field are found by pattern and the calls by the tool-call parser, which reads bare
@@ -398,7 +398,7 @@ class LLMTaskGenerator:
     # -------------------------------------------------------------------------------------- validation
 
     def validate(self, plan: TaskPlan, reply: str) -> TaskRow:
-        """The task a reply describes, executed and checked; ``Rejected`` with the reason otherwise."""
+        """The question a reply describes, executed and checked; ``Rejected`` with the reason otherwise."""
         schemas = [t for server in plan.servers for t in self.tools[server]]
         candidate = parse_reply(reply, schemas)
         calls = _drop_repeats(candidate.calls)
@@ -478,7 +478,7 @@ class LLMTaskGenerator:
         return response.choices[0].message.content or ""
 
     def run(self, log=None) -> GenerationReport:
-        """Request in waves of ``concurrency`` until ``n_samples`` tasks are valid or the budget is spent."""
+        """Request in waves of ``concurrency`` until ``n_samples`` questions are valid or the budget is spent."""
         report = GenerationReport()
         budget = self.config.attempt_budget
         with ThreadPoolExecutor(self.config.concurrency) as pool:
@@ -594,13 +594,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m skyrl_integrations.datasets.llm_based", description=__doc__.split("\n\n")[0]
     )
     add_output_arguments(parser)
-    parser.add_argument("--n-samples", type=int, help="valid tasks wanted (env N_SAMPLES; default 10)")
+    parser.add_argument("--n-samples", type=int, help="valid questions wanted (env N_SAMPLES; default 10)")
     parser.add_argument("--model", help="model name sent to the endpoint (env OPENAI_MODEL)")
     parser.add_argument(
         "--base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (env OPENAI_BASE_URL)"
     )
-    parser.add_argument("--max-tools", type=int, help="most calls per task, and limits.max_tools (env MAX_TOOLS)")
-    parser.add_argument("--max-turns", type=int, help="max_turns of every task (env MAX_TURNS)")
+    parser.add_argument("--max-tools", type=int, help="most calls per question, and limits.max_tools (env MAX_TOOLS)")
+    parser.add_argument("--max-turns", type=int, help="max_turns of every question (env MAX_TURNS)")
     parser.add_argument("--domains", help="bundled servers, comma-separated (env DOMAINS)")
     parser.add_argument("--complexities", help="single,multi_step,cross_server (env COMPLEXITIES)")
     parser.add_argument("--max-attempts", type=int, help="requests to make at most (default 5 x n-samples)")
@@ -624,14 +624,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # GenerationConfigError, DatasetWriteError
         parser.error(str(exc))
     print(
-        f"generating {config.n_samples} task(s) with {config.model!r} at {_without_userinfo(config.base_url)}",
+        f"generating {config.n_samples} question(s) with {config.model!r} at {_without_userinfo(config.base_url)}",
         flush=True,
     )
     with LLMTaskGenerator(config) as generator:
         report = generator.run(log=(lambda m: print(m, flush=True)) if args.verbose else None)
     print(report.summary())
     if not report.tasks:
-        print("error: no valid task was generated; nothing written", file=sys.stderr)
+        print("error: no valid question was generated; nothing written", file=sys.stderr)
         return 1
     for path in write_from_args(report.tasks, args).values():
         print(f"wrote {path}")

@@ -1,9 +1,9 @@
-"""Worked example tasks and argument values for the bundled servers, used by ``llm_based`` to prompt a model.
+"""Worked example questions and argument values for the bundled servers, used by ``llm_based`` to prompt a model.
 
-``SEED_TASKS`` are shown to the model as demonstrations (a request, then the task JSON it should answer with);
+``SEED_TASKS`` are shown to the model as demonstrations (a request, then the question JSON it should answer with);
 ``HINT_VALUES`` (plus every argument value of the seeds) are the values the generator offers the model for a
 tool's arguments. All of them hold for the bundled servers' offline data (a test replays every seed); with other
-servers (or live mode) the generator still works, since every generated task is checked by execution.
+servers (or live mode) the generator still works, since every generated question is checked by execution.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["HINT_VALUES", "SEED_TASKS", "SeedTask", "hint_pool"]
 
 @dataclass(frozen=True)
 class SeedTask:
-    """A known-good task: the question, its calls ``(tool, arguments)`` in order, and the answer's field path in the
+    """A known-good question: its text, its calls ``(tool, arguments)`` in order, and the answer's field path in the
     last call's result."""
 
     question: str

@@ -1,6 +1,6 @@
-"""Run a task's tool calls on real MCP servers and check that its expected answer comes out of the results.
+"""Run a question's tool calls on real MCP servers and check that its expected answer comes out of the results.
 
-Used by the LLM-based generator (every generated task is executed before it is kept), the dependent-spec converter
+Used by the LLM-based generator (every generated question is executed before it is kept), the dependent-spec converter
 (tool → server resolution from the servers' ``tools/list``) and ``validate --execute``.
 
 - ``ToolServers``: one ``MCPToolGroup`` per server name, opened on first use, closed by ``close()`` / ``with``.

@@ -1,4 +1,4 @@
-"""Rule-based synthetic tasks over the bundled MCP servers, with ground truth computed by calling the servers.
+"""Rule-based synthetic questions over the bundled MCP servers, with ground truth computed by calling the servers.
 
 Each template (``TEMPLATES``) samples a natural question from the servers' data (tickers and trading days, corpus
 entities, the Slack workspace, small maths problems) together with the tool calls that answer it. The generator then
@@ -69,7 +69,7 @@ MAX_ATTEMPTS_PER_TASK = 40
 
 
 class TaskGenerationError(RuntimeError):
-    """Tasks cannot be generated: bad options, a failing tool call, or too few distinct questions."""
+    """Questions cannot be generated: bad options, a failing tool call, or too few distinct questions."""
 
 
 @dataclass(frozen=True)
@@ -611,7 +611,9 @@ def _options(complexities: Sequence[str], servers: Sequence[str], names: Sequenc
             if t.complexity == complexity and set(t.servers) <= set(servers) and (names is None or t.name in names)
         ]
         if not eligible:
-            hint = "; cross_server tasks need two servers, e.g. search,market" if complexity == "cross_server" else ""
+            hint = (
+                "; cross_server questions need two servers, e.g. search,market" if complexity == "cross_server" else ""
+            )
             chosen = "" if names is None else f" among templates {list(names)}"
             raise TaskGenerationError(f"no {complexity} templates use only the servers {list(servers)}{chosen}{hint}")
         options.templates[complexity] = eligible
@@ -700,11 +702,11 @@ def generate_tasks(
     """``train_size`` + ``val_size`` distinct tasks, each in the split ``io.split_for(task_id, val_ratio)`` assigns
     with ``val_ratio = val_size / (train_size + val_size)`` (pass that ratio to ``io.write_dataset``).
 
-    Each task draws a complexity uniformly from ``complexities``, then a template uniformly from those of that
+    Each question draws a complexity uniformly from ``complexities``, then a template uniformly from those of that
     complexity whose servers are all in ``servers`` (and, if given, whose name is in ``templates``). With
     ``balance_templates`` every eligible template gets an equal share of each split instead (the first templates
-    one more when a split does not divide evenly). A task's ``max_turns`` is a turn per tool call of its solution, one
-    to answer, and ``extra_turns`` more.
+    one more when a split does not divide evenly). A question's ``max_turns`` is a turn per tool call of its solution,
+    one to answer, and ``extra_turns`` more.
 
     Every row offers the agent every tool of ``servers`` (``extra_info.servers`` / ``extra_info.tools``), so the
     tool is the agent's choice; ``data_source`` is ``mcp/<server of the first call>/<template>``, so eval figures
@@ -733,8 +735,8 @@ def generate_tasks(
             if attempts > max_attempts:
                 raise TaskGenerationError(
                     f"only {len(rows['train'])}/{train_size} train and {len(rows['validation'])}/{val_size} "
-                    f"validation distinct tasks after {max_attempts} drafts for servers {list(servers)} and "
-                    f"complexities {list(complexities)}: ask for fewer tasks or allow more servers/complexities"
+                    f"validation distinct questions after {max_attempts} drafts for servers {list(servers)} and "
+                    f"complexities {list(complexities)}: ask for fewer questions or allow more servers/complexities"
                 )
             if balance_templates:
                 open_ = [t for t in eligible if any(made[s][t.name] < quotas[s][t.name] for s in rows)]
@@ -807,7 +809,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--extra-turns",
         type=int,
         default=EXTRA_TURNS,
-        help=f"turns per task beyond one per tool call and one to answer (default {EXTRA_TURNS})",
+        help=f"turns per question beyond one per tool call and one to answer (default {EXTRA_TURNS})",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--no-jsonl", action="store_true", help="write only the .parquet files")

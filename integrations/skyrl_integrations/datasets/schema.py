@@ -1,6 +1,7 @@
-"""The MCP task row: one typed definition and one validator, shared by every generator and converter.
+"""The MCP dataset row, one training question: one typed definition and one validator, shared by every generator
+and converter.
 
-Every task generator in this package (rule-based, LLM-based, dependent-spec converter) builds rows through
+Every generator in this package (rule-based, LLM-based, dependent-spec converter) builds rows through
 ``TaskRow(...).to_row()`` and checks rows read back with ``validate_row``; do not write a second schema.
 
 A row is a SkyRL dataset row (``data_source``, ``prompt``, ``env_class``, ``reward_spec``, ``extra_info``) whose
@@ -82,13 +83,13 @@ class TaskRowError(ValueError):
     def __init__(self, where: str, problems: list[tuple[str, str]]):
         self.where = where
         self.problems = problems
-        lines = [f"{where}: invalid MCP task row"] + [f"  key {key!r}: {message}" for key, message in problems]
+        lines = [f"{where}: invalid MCP dataset row"] + [f"  key {key!r}: {message}" for key, message in problems]
         super().__init__("\n".join(lines))
 
 
 @dataclass(frozen=True)
 class ToolStep:
-    """One tool call of a task's reference solution."""
+    """One tool call of a question's reference solution."""
 
     step: int
     server: str
@@ -108,7 +109,7 @@ def complexity_for(steps: Sequence[ToolStep]) -> str:
 
 @dataclass
 class TaskRow:
-    """One MCP task. ``to_row()`` gives the dataset row (module docstring); ``from_row`` parses and validates one.
+    """One MCP question. ``to_row()`` gives the dataset row (module docstring); ``from_row`` parses and validates one.
 
     Left at their defaults, ``complexity`` is derived from the steps, ``servers``/``tools`` are those the steps
     use (in first-use order), ``max_turns`` is one more than the number of steps (a turn to answer),

@@ -1,8 +1,9 @@
-"""Validate MCP task files: ``python -m skyrl_integrations.datasets.validate PATH... [--execute]``.
+"""Validate MCP dataset files: ``skyrl-validate-data PATH... [--execute]`` (or ``python -m
+skyrl_integrations.datasets.validate``).
 
 For every ``.parquet`` / ``.jsonl`` / ``.json`` file it prints the row count and the counts by ``data_source``,
 ``complexity`` and split, then lists every problem as ``<file>: row <i>: field '<key>': <message>`` and exits 1 if
-there is any. Checks: the row schema (``schema.row_problems``), unique task ids within a file, and, for a file
+there is any. Checks: the row schema (``schema.row_problems``), unique ``task_id`` values within a file, and, for a file
 named ``train.*`` or ``validation.*``, that every row's ``extra_info.split`` says so.
 
 ``--execute`` also replays each valid row's ``tool_sequence`` on the bundled MCP servers (real processes) and
@@ -33,7 +34,7 @@ try:  # the trainer's own reader, so a file that validates here reads the same i
     from skyrl_train.dataset.sources import DataSourceError, load_rows
     from skyrl_train.dataset.validation import RowProblem
 except ModuleNotFoundError as exc:
-    raise missing_extra(exc, "train", "skyrl_integrations.datasets.validate (skyrl-validate-tasks)") from exc
+    raise missing_extra(exc, "train", "skyrl_integrations.datasets.validate (skyrl-validate-data)") from exc
 
 __all__ = ["FileReport", "main", "validate_file", "validate_files"]
 
@@ -115,7 +116,7 @@ def _row_labels(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _replay(task: TaskRow, servers: ToolServers) -> tuple[list[tuple[str, str]], bool]:
-    """(key, message) problems of replaying the task, and whether its answer was checked: a step whose params
+    """(key, message) problems of replaying the row, and whether its answer was checked: a step whose params
     leave out a required (free-text) argument is not replayed, and then the answer cannot be checked."""
     key = "reward_spec.ground_truth.tool_sequence"
     for i, step in enumerate(task.tool_sequence):
@@ -160,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m skyrl_integrations.datasets.validate", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("paths", nargs="+", help="task files (.parquet, .jsonl, .json)")
+    parser.add_argument("paths", nargs="+", help="dataset files (.parquet, .jsonl, .json)")
     parser.add_argument(
         "--execute", action="store_true", help="replay every tool_sequence on the bundled MCP servers and check answers"
     )

@@ -11,7 +11,7 @@ from skyrl_integrations.analysis.cli import main
 from skyrl_train.config import load_config
 from skyrl_train.evaluate import evaluate
 from skyrl_train.generators import SkyRLGymGenerator
-from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
+from skyrl_train.inference_engines.hf.engine import HFInferenceEngine
 from skyrl_train.models import load_causal_lm
 from skyrl_train.testing import tiny_model, tiny_tokenizer  # noqa: F401
 

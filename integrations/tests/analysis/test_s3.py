@@ -8,7 +8,7 @@ import pytest
 
 from skyrl_integrations.analysis import DumpError, load_eval_dumps
 from skyrl_integrations.analysis.cli import main
-from skyrl_train.testing_s3 import s3_bucket, s3_client, s3_server  # noqa: F401
+from skyrl_train.testing.s3 import s3_bucket, s3_client, s3_server  # noqa: F401
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ def test_unknown_domain_names_the_knob():
 
 
 def test_cross_server_needs_two_domains():
-    with pytest.raises(GenerationConfigError, match="cross_server tasks need at least two domains"):
+    with pytest.raises(GenerationConfigError, match="cross_server questions need at least two domains"):
         LLMGenerationConfig(domains=("market",), complexities=("cross_server",))
 
 

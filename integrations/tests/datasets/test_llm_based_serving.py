@@ -31,12 +31,12 @@ def test_noise_from_the_tiny_model_is_rejected_and_counted(tiny_model_url, tiny_
     out, err = capsys.readouterr()
     summary = out.splitlines()
     assert summary[:2] == [
-        f"generating 1 task(s) with {tiny_model!r} at {tiny_model_url}",
-        "generated 0 valid task(s) in 2 attempt(s)",
+        f"generating 1 question(s) with {tiny_model!r} at {tiny_model_url}",
+        "generated 0 valid question(s) in 2 attempt(s)",
     ]
     counts = [line.split() for line in summary[2:]]
     assert sum(int(count) for _, count, _ in counts) == 2 and {reason for *_, reason in counts} <= set(REJECTIONS)
-    assert err == "error: no valid task was generated; nothing written\n"
+    assert err == "error: no valid question was generated; nothing written\n"
     assert not (tmp_path / "out").exists()
 
 

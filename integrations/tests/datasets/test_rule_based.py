@@ -1,4 +1,4 @@
-"""Rule-based task generation: rows per the schema, ground truth from the real servers, deterministic, disjoint."""
+"""Rule-based question generation: rows per the schema, ground truth from the real servers, deterministic, disjoint."""
 
 from __future__ import annotations
 
@@ -208,7 +208,7 @@ def test_cross_server_with_one_server_is_rejected():
 
 
 def test_asking_for_more_tasks_than_the_templates_can_make_fails_loudly():
-    with pytest.raises(TaskGenerationError, match=r"only \d+/50 train and 0/0 validation distinct tasks"):
+    with pytest.raises(TaskGenerationError, match=r"only \d+/50 train and 0/0 validation distinct questions"):
         generate_tasks(50, 0, servers=["slack"], complexities=["single"])
 
 

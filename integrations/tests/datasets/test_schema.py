@@ -1,4 +1,4 @@
-"""The MCP task row schema: defaults, round trip, and one test per validation rule."""
+"""The MCP dataset row schema: defaults, round trip, and one test per validation rule."""
 
 from __future__ import annotations
 
@@ -184,7 +184,7 @@ def test_error_names_where_and_every_bad_key(make_task):
     with pytest.raises(TaskRowError) as info:
         validate_row(row, where="train.parquet row 7")
     assert str(info.value) == (
-        "train.parquet row 7: invalid MCP task row\n"
+        "train.parquet row 7: invalid MCP dataset row\n"
         "  key 'env_class': expected 'mcp_tool', got None\n"
         "  key 'extra_info.split': expected one of train, validation, got 'test'"
     )

@@ -16,7 +16,7 @@ from skyrl_train.inference_engines.base import (
     InferenceEngineOutput,
     SamplingParams,
 )
-from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
+from skyrl_train.inference_engines.hf.engine import HFInferenceEngine
 from skyrl_train.models import load_causal_lm
 from skyrl_train.testing import tiny_model, tiny_tokenizer  # noqa: F401
 

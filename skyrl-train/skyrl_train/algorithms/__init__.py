@@ -10,7 +10,7 @@ Modules:
   masks) and its statistics;
 - ``kl``: ``k1``/``k2``/``k3``/``abs`` estimators, KL-in-reward penalty, fixed and adaptive controllers;
 - ``critic``: clipped value loss; ``entropy``: token entropy from logits;
-- ``registry``: ``AdvantageEstimatorRegistry``, ``PolicyLossRegistry``;
+- ``AdvantageEstimatorRegistry``, ``PolicyLossRegistry`` (defined in ``skyrl_train.config.registries``);
 - ``masked``: masked statistics.
 
 ``skyrl_train.utils.ppo_utils`` re-exports all of it under upstream SkyRL's module path.
@@ -48,7 +48,7 @@ from skyrl_train.algorithms.policy_losses import (
     ppo_policy_loss,
 )
 from skyrl_train.algorithms.reductions import LossReduction, compute_loss_normalizer, reduce_loss
-from skyrl_train.algorithms.registry import (
+from skyrl_train.config.registries import (
     AdvantageEstimatorRegistry,
     PolicyLossRegistry,
     register_advantage_estimator,

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from skyrl_train.algorithms.masked import group_ids_from_index, masked_whiten
-from skyrl_train.algorithms.registry import AdvantageEstimatorRegistry
+from skyrl_train.config.registries import AdvantageEstimatorRegistry
 
 __all__ = [
     "AdvantageEstimator",

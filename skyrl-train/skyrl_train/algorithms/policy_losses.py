@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from skyrl_train.algorithms.masked import masked_mean
-from skyrl_train.algorithms.registry import PolicyLossRegistry
+from skyrl_train.config.registries import PolicyLossRegistry
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import AlgorithmConfig

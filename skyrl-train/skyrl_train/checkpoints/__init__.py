@@ -1,4 +1,8 @@
-"""Checkpoints in upstream's layout, written atomically, with resume and rotation; optional S3 sink."""
+"""Checkpoint folders in upstream's layout, written atomically, with resume and local rotation.
+
+The S3 side (upload, rotation across local and S3, resume from S3) is `skyrl_train.storage.S3CheckpointSink`;
+turning a checkpoint into a transformers model is `python -m skyrl_train.entrypoints.export_hf`.
+"""
 
 from skyrl_train.checkpoints.manager import (
     LATEST_CKPT_FILE,
@@ -7,8 +11,6 @@ from skyrl_train.checkpoints.manager import (
     ResumeMode,
     step_dir_name,
 )
-from skyrl_train.checkpoints.rotation import CheckpointState, RotationPlan, plan_rotation
-from skyrl_train.checkpoints.s3_sink import S3CheckpointSink
 from skyrl_train.checkpoints.sink import CheckpointSink
 
 __all__ = [
@@ -16,10 +18,6 @@ __all__ = [
     "CheckpointError",
     "CheckpointManager",
     "CheckpointSink",
-    "CheckpointState",
     "ResumeMode",
-    "RotationPlan",
-    "S3CheckpointSink",
-    "plan_rotation",
     "step_dir_name",
 ]

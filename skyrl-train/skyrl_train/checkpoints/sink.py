@@ -10,7 +10,7 @@ The manager owns the local folder and its atomicity; a sink decides what else ha
 - `close` flushes whatever is still pending.
 
 The base class is the local-only sink: it rotates by `max_ckpts_to_keep` and has nothing to fetch.
-`skyrl_train.checkpoints.s3_sink.S3CheckpointSink` uploads to S3.
+`skyrl_train.storage.checkpoint_sink.S3CheckpointSink` uploads to S3.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from skyrl_train.inference_engines.base import SamplingParams
+from skyrl_train.types.sampling import SamplingParams
 from skyrl_train.utils.device import training_dtype
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skyrl_train.config.schema import SamplingParams, SkyRLConfig, extra_keys_field
-from skyrl_train.inference_engines.vllm.translate import VLLM_EXTRA_SAMPLING_KEYS
+from skyrl_train.types.sampling import ENGINE_EXTRA_SAMPLING_KEYS
 
 __all__ = [
     "NOT_IMPLEMENTED",
@@ -117,10 +117,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "generator.chat_template.source": "custom chat templates (the re-tokenising path) are not implemented",
     "generator.chat_template.name_or_path": "custom chat templates (the re-tokenising path) are not implemented",
 }
-
-ENGINE_EXTRA_SAMPLING_KEYS: dict[str, tuple[str, ...]] = {"hf": ("ignore_eos",), "vllm": VLLM_EXTRA_SAMPLING_KEYS}
-"""Undeclared sampling keys each backend reads (`HFInferenceEngine`; `inference_engines.vllm.translate`); any other
-one would be ignored, so it is refused."""
 
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z0-9_.]+)\}")
 

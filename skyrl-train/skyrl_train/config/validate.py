@@ -18,6 +18,7 @@ import warnings
 
 from skyrl_train.config.env_blocks import env_block_problems
 from skyrl_train.config.errors import ConfigError
+from skyrl_train.config.registries import AdvantageEstimatorRegistry, PolicyLossRegistry
 from skyrl_train.config.schema import STRATEGIES, SkyRLConfig
 from skyrl_train.config.support import not_implemented_problems
 from skyrl_train.utils.device import check_device_name
@@ -465,11 +466,7 @@ def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
 
 
 def _check_registries(cfg: SkyRLConfig, problems: list[str]) -> None:
-    # Imported when called, not at module level: the algorithms package consumes this config (its modules may
-    # import the schema), so a module-level import would make the two packages import each other, and it would
-    # make `import skyrl_train.config` load torch. tests/config/test_import_graph.py checks the direction.
-    from skyrl_train.algorithms.registry import AdvantageEstimatorRegistry, PolicyLossRegistry
-
+    # Listing a registry imports its built-ins (skyrl_train.algorithms, torch) by name, here and not on import.
     a = cfg.trainer.algorithm
     checks = (
         ("trainer.algorithm.advantage_estimator", a.advantage_estimator, AdvantageEstimatorRegistry.list_available()),

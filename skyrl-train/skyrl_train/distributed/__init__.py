@@ -1,7 +1,7 @@
 """Scale-out on Ray (``trainer.strategy=fsdp2``); see ``docs/distributed.md``.
 
-- cluster.py: ``init_ray`` (``RAY_ADDRESS`` or a new local cluster; token-auth decision);
-- placement.py: ``trainer.placement`` -> placement groups and the bundle of each rank;
+- placement.py: ``trainer.placement`` -> placement groups and the bundle of each rank (connecting to Ray and
+  reserving a group with a deadline: ``skyrl_train.utils.ray_cluster`` / ``ray_placement``, shared with vLLM);
 - actor_group.py: ``ActorGroup`` of ``DistributedActor``s, one per rank of a torch process group;
 - fsdp.py: ``shard_model`` (``fully_shard`` per transformer block), device mesh, collectives;
 - fsdp_workers.py: the single-process workers on a sharded model (global loss normaliser, metrics, clipping, DCP);

@@ -12,7 +12,7 @@ looks for it, and for the other ranks' probes, under its own checkpoint root (``
   the save, one rank per scratch folder (the lowest rank that sees it: the leader) uploads its files to the step's
   S3 prefix (``{run_prefix}/global_step_N/{role}/``), checks each object's size and deletes the scratch folder;
   the driver writes what they uploaded into ``{role}/UPLOADED_BY_RANKS.json``
-  (``skyrl_train.checkpoints.rank_uploads``) before the step is committed, and the S3 sink writes the step's
+  (``skyrl_train.storage.rank_uploads``) before the step is committed, and the S3 sink writes the step's
   manifest last, listing those files too. A resume downloads the listed files onto every node (one leader per
   scratch folder, every file checked against its sha256), loads them (DCP reshards to another world size) and
   deletes them, so it works on a fresh set of machines;
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skyrl_train.checkpoints.manager import CheckpointError
-from skyrl_train.checkpoints.rank_uploads import RankUploads
+from skyrl_train.storage.rank_uploads import RankUploads
 from skyrl_train.utils.fs import remove_tree
 
 if TYPE_CHECKING:

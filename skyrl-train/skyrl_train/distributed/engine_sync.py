@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from skyrl_train.models import load_causal_lm
-from skyrl_train.workers.trainable import apply_lora
+from skyrl_train.models.lora import apply_lora
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import PolicyConfig

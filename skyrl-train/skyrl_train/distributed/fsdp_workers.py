@@ -35,15 +35,9 @@ from torch import nn
 
 from skyrl_train.distributed.fsdp import FSDPSetup, all_gather_objects, shard_model
 from skyrl_train.models import load_causal_lm
+from skyrl_train.models.lora import apply_lora
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
-from skyrl_train.workers.trainable import (
-    EXTRA_STATE_FILE,
-    HF_DIR,
-    TrainableWorker,
-    _rng_state,
-    _set_rng_state,
-    apply_lora,
-)
+from skyrl_train.workers.trainable import EXTRA_STATE_FILE, HF_DIR, TrainableWorker, _rng_state, _set_rng_state
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import AlgorithmConfig, CriticConfig, PolicyConfig

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skyrl_train.utils.ray_placement import reserve_placement_group
+from skyrl_train.utils.ray_placement import COLOCATED_SHARE, reserve_placement_group
 
 __all__ = [
     "COLOCATED_SHARE",
@@ -37,8 +37,6 @@ __all__ = [
     "remove_placement_groups",
 ]
 
-COLOCATED_SHARE = 0.2
-"""Share of a bundle each worker asks for under ``colocate_all`` (upstream's value)."""
 POLICY_REF_SHARES = {"policy": 0.75, "ref": 0.25}
 """Shares of a bundle under ``colocate_policy_ref`` alone (upstream's values)."""
 

@@ -16,17 +16,17 @@ import torch
 import torch.distributed as dist
 
 from skyrl_train.checkpoints.manager import CheckpointError
-from skyrl_train.checkpoints.rank_uploads import RankUploads
 from skyrl_train.config.schema import TrainerConfig
 from skyrl_train.distributed.actor_group import DistributedActor
 from skyrl_train.distributed.checkpoint_storage import RankStorage, read_probe, remove_probe, write_probe
 from skyrl_train.distributed.fsdp import FSDPSetup, all_gather_objects
 from skyrl_train.distributed.fsdp_workers import FSDPCriticWorker, FSDPPolicyWorker, shard_reference
 from skyrl_train.storage import ManifestEntry
+from skyrl_train.storage.rank_uploads import RankUploads
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.types.weight_sync_requests import CudaIpcWeightUpdateRequest, TensorSpec
 from skyrl_train.utils.fs import remove_tree
 from skyrl_train.weight_sync.cuda_ipc import ModuleIpcSource
-from skyrl_train.weight_sync.requests import CudaIpcWeightUpdateRequest, TensorSpec
 from skyrl_train.workers.builder import WorkerBuilder
 
 __all__ = ["CriticActor", "PolicyActor", "RefActor", "model_dtype"]

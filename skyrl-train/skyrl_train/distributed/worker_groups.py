@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from skyrl_train.checkpoints.manager import CheckpointError, step_dir_name, written_step
-from skyrl_train.checkpoints.rank_uploads import RANK_UPLOADS_FILE, RankUploads
 from skyrl_train.distributed.actor_group import ActorGroup
 from skyrl_train.distributed.checkpoint_storage import RankStorage, probe_checkpoint_storage
-from skyrl_train.distributed.cluster import init_ray
 from skyrl_train.distributed.placement import create_placement_groups, plan_placement, remove_placement_groups
 from skyrl_train.distributed.sharding import shard_for_update, split_rows
 from skyrl_train.distributed.worker_actors import CriticActor, PolicyActor, RefActor
 from skyrl_train.storage import ManifestEntry, S3Settings, join_key
+from skyrl_train.storage.rank_uploads import RANK_UPLOADS_FILE, RankUploads
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.types.weight_sync_requests import CudaIpcWeightUpdateRequest, TensorSpec
+from skyrl_train.utils.ray_cluster import init_ray
 from skyrl_train.weight_sync.cuda_ipc import merge_requests
-from skyrl_train.weight_sync.requests import CudaIpcWeightUpdateRequest, TensorSpec
 from skyrl_train.workers.protocols import Workers
 
 if TYPE_CHECKING:

@@ -1,1 +1,9 @@
-"""Command-line entrypoints (`python -m skyrl_train.entrypoints.main_base key=value ...`)."""
+"""Command-line entrypoints, the top layer:
+
+- main_base: training (`python -m skyrl_train.entrypoints.main_base key=value ...`);
+- main_generate: one eval of a model, no training;
+- validate: a run's setup checked without training (config, model files, datasets, each env on a few rows);
+- export_hf: a checkpoint's policy as a transformers model folder.
+
+`python -m skyrl_train.serve` (serve/__main__.py) is the fifth: the OpenAI-compatible server over a model.
+"""

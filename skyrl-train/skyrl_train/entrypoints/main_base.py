@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from skyrl_train.checkpoints import CheckpointError, CheckpointManager, ResumeMode, S3CheckpointSink
+from skyrl_train.checkpoints import CheckpointError, CheckpointManager, ResumeMode
 from skyrl_train.config import (
     ConfigError,
     SkyRLConfig,
@@ -42,7 +42,7 @@ from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import InferenceEngineInterface
 from skyrl_train.models import load_tokenizer
 from skyrl_train.preflight import PreflightError, check_envs
-from skyrl_train.storage import BackgroundUploader, EvalDumpUploader, S3Settings
+from skyrl_train.storage import BackgroundUploader, EvalDumpUploader, S3CheckpointSink, S3Settings
 from skyrl_train.strategies import strategy_for
 from skyrl_train.tracking import Tracking
 from skyrl_train.trainer import InfraFailureError, PPOTrainer
@@ -162,7 +162,7 @@ class BasePPOExp:
                 f"generator.backend={g.backend!r} does not generate from a model in this process; use "
                 "generator.backend=hf here"
             )
-        from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
+        from skyrl_train.inference_engines.hf.engine import HFInferenceEngine
 
         return HFInferenceEngine(
             model,

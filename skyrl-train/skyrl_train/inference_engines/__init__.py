@@ -1,4 +1,7 @@
-"""Inference engines: one token-in/token-out interface, several backends (hf, vllm, remote)."""
+"""Inference engines: one token-in/token-out interface (`base`), three backends: `hf/` (transformers, in-process),
+`vllm/` (vLLM, local or on Ray) and `remote` (any OpenAI-compatible or vLLM server); `client` spreads requests over
+several engines.
+"""
 
 from skyrl_train.inference_engines.base import (
     InferenceEngineInput,
@@ -9,9 +12,9 @@ from skyrl_train.inference_engines.base import (
 
 # The transformers backend is imported on first use, so that importing the contract stays light.
 _LAZY = {
-    "EngineStats": "skyrl_train.inference_engines.batcher",
-    "HFInferenceEngine": "skyrl_train.inference_engines.hf_engine",
-    "WeightVersion": "skyrl_train.inference_engines.weight_version",
+    "EngineStats": "skyrl_train.inference_engines.hf",
+    "HFInferenceEngine": "skyrl_train.inference_engines.hf",
+    "WeightVersion": "skyrl_train.types.weight_version",
 }
 
 

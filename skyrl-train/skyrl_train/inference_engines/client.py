@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, TypeVar
 from skyrl_train.inference_engines.base import InferenceEngineInput, InferenceEngineInterface, InferenceEngineOutput
 
 if TYPE_CHECKING:
-    from skyrl_train.weight_sync import WeightSyncInitInfo, WeightUpdateRequest
+    from skyrl_train.types.weight_sync_init_info import WeightSyncInitInfo
+    from skyrl_train.types.weight_sync_requests import WeightUpdateRequest
 
 __all__ = ["EngineUnavailableError", "InferenceEngineClient", "NoEngineLeftError"]
 

@@ -36,7 +36,8 @@ from skyrl_train.inference_engines.base import (
 from skyrl_train.inference_engines.client import EngineUnavailableError
 
 if TYPE_CHECKING:
-    from skyrl_train.weight_sync import WeightSyncInitInfo, WeightUpdateRequest
+    from skyrl_train.types.weight_sync_init_info import WeightSyncInitInfo
+    from skyrl_train.types.weight_sync_requests import WeightUpdateRequest
 
 __all__ = ["RemoteInferenceEngine", "server_url"]
 

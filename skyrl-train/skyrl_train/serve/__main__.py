@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         parser.exit(1, f"{parser.prog}: error: {error.strerror}\n")
 
-    from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
+    from skyrl_train.inference_engines.hf.engine import HFInferenceEngine
     from skyrl_train.models import load_causal_lm, load_tokenizer
 
     tokenizer = load_tokenizer(args.model)

@@ -25,7 +25,8 @@ from fastapi import Body, FastAPI
 from skyrl_train.inference_engines.base import InferenceEngineInterface
 from skyrl_train.serve.gate import ServingGate
 from skyrl_train.serve.protocol import OpenAIError
-from skyrl_train.weight_sync import WeightSyncInitInfo, WeightUpdateRequest
+from skyrl_train.types.weight_sync_init_info import WeightSyncInitInfo
+from skyrl_train.types.weight_sync_requests import WeightUpdateRequest
 
 logger = logging.getLogger(__name__)
 

@@ -5,10 +5,12 @@
 - `BackgroundUploader`: one queue of upload jobs, flushed (bounded) on exit, SIGTERM and SIGINT.
 - `S3Settings`: bucket / prefix / endpoint resolved from `trainer.s3.*` and env fallbacks.
 - `queue_eval_dump_upload`: eval dumps to ``evals/{run_name}/global_step_N/`` with secret values scrubbed.
-
-The checkpoint side (rotation, resume) is `skyrl_train.checkpoints.S3CheckpointSink`.
+- `S3CheckpointSink` (checkpoint_sink.py): checkpoints uploaded in the background, rotated across local and S3
+  (`checkpoint_rotation.plan_rotation`) and resumed from S3, on top of the local folders of `skyrl_train.checkpoints`;
+  rank_uploads.py: the files fsdp2 ranks on other nodes upload themselves (``UPLOADED_BY_RANKS.json``).
 """
 
+from skyrl_train.storage.checkpoint_sink import S3CheckpointSink
 from skyrl_train.storage.eval_dumps import EvalDumpUploader, queue_eval_dump_upload
 from skyrl_train.storage.manifest import MANIFEST_FILE, Manifest, ManifestEntry, ManifestError
 from skyrl_train.storage.retry import RetryPolicy, call_with_retries, is_transient
@@ -25,6 +27,7 @@ __all__ = [
     "ManifestEntry",
     "ManifestError",
     "RetryPolicy",
+    "S3CheckpointSink",
     "S3Settings",
     "S3StorageError",
     "S3Store",

@@ -1,6 +1,6 @@
 """Scrub secret *values* from bytes leaving the machine (eval dumps uploaded to S3).
 
-`skyrl_train.tracking.redact_secrets` hides config entries by their names; a dump row has no such names, but
+`skyrl_train.utils.redact.redact_secrets` hides config entries by their names; a dump row has no such names, but
 a prompt or tool output can contain a credential verbatim (an env var echoed by a tool, a key pasted into a
 task). Every environment variable whose name looks secret (`is_secret_name`) and whose value has at least
 `MIN_SECRET_LENGTH` characters is replaced by ``<redacted>``, in its raw and its JSON-escaped spelling.
@@ -13,8 +13,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from skyrl_train.tracking import is_secret_name
-from skyrl_train.tracking.redact import REDACTED
+from skyrl_train.utils.redact import REDACTED, is_secret_name
 
 MIN_SECRET_LENGTH = 8
 

@@ -8,7 +8,7 @@ The run report (plots + summary from ``metrics.jsonl``) is `skyrl_train.tracking
 """
 
 from skyrl_train.tracking.progress import step_progress
-from skyrl_train.tracking.redact import is_secret_name, redact_secrets
 from skyrl_train.tracking.tracker import Tracking
+from skyrl_train.utils.redact import is_secret_name, redact_secrets
 
 __all__ = ["Tracking", "is_secret_name", "redact_secrets", "step_progress"]

@@ -17,8 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from skyrl_train.config import to_dict
 from skyrl_train.tracking.backends import BACKENDS, Backend, RunInfo
-from skyrl_train.tracking.redact import redact_secrets
 from skyrl_train.tracking.values import sort_metrics
+from skyrl_train.utils.redact import redact_secrets
 
 logger = logging.getLogger(__name__)
 

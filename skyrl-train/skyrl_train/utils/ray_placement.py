@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["PLACEMENT_TIMEOUT_S", "reserve_placement_group"]
+__all__ = ["COLOCATED_SHARE", "PLACEMENT_TIMEOUT_S", "reserve_placement_group"]
+
+COLOCATED_SHARE = 0.2
+"""Share of a bundle each worker (and a colocated vLLM engine) asks for under ``colocate_all`` (upstream's value)."""
 
 PLACEMENT_TIMEOUT_S = 180.0
 """How long a placement group may stay pending: long enough for resources a previous run still holds to be freed

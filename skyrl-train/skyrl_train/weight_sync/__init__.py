@@ -12,7 +12,8 @@ The contract, for anyone implementing an engine's receiving side:
      (`InferenceEngineOutput.weight_versions`). Cached prefixes computed with the old weights must not be reused.
    - `destroy_weights_update_group()`: leave the group.
    - `weight_sync_ranks()`: how many ranks the engine takes in the group (tp * pp * dp by default).
-2. Requests (`requests.py`; `to_json()` / `WeightUpdateRequest.from_json(data)` round-trip, `type` tells them apart):
+2. Requests (`skyrl_train.types.weight_sync_requests`; `to_json()` / `WeightUpdateRequest.from_json(data)`
+   round-trip, `type` tells them apart):
    - `WeightUpdateRequest` (`type="version"`, no tensors): the weights are already in place (an engine sharing the
      trainer's module); only take the version;
    - `BroadcastWeightUpdateRequest` (`broadcast`): the tensors named by `names` / `dtypes` / `shapes` follow, one
@@ -25,9 +26,9 @@ The contract, for anyone implementing an engine's receiving side:
      policy GPU; none for this GPU is an error naming the UUIDs) and cut the buffer into tensors at `offsets`
      (`cuda_ipc.receive_cuda_ipc`, `packing.unpack`); copy them out and synchronize before answering, since the
      sender frees the buffer once every engine has answered. A sync of many weights arrives as several requests.
-3. `WeightSyncInitInfo` (`init_info.py`): `master_addr`, `master_port`, `world_size` (1 + all engine ranks),
-   `rank_offset`, `group_name`, `backend` (gloo | nccl), `override_existing`, `timeout_s`; JSON round trip;
-   `for_engine(i, ranks_per_engine)` gives engine `i` its rank offset `1 + i * ranks_per_engine`.
+3. `WeightSyncInitInfo` (`skyrl_train.types.weight_sync_init_info`): `master_addr`, `master_port`, `world_size`
+   (1 + all engine ranks), `rank_offset`, `group_name`, `backend` (gloo | nccl), `override_existing`, `timeout_s`;
+   JSON round trip; `for_engine(i, ranks_per_engine)` gives engine `i` its rank offset `1 + i * ranks_per_engine`.
 4. Over HTTP (`python -m skyrl_train.serve`, and what `RemoteInferenceEngine` calls): `POST
    /init_weight_update_communicator` (body: the info's JSON), `POST /update_weights` (body: the request's JSON),
    `POST /destroy_weights_update_group`; each answers once done.
@@ -39,16 +40,16 @@ nodes: nccl with CUDA tensors, or gloo with CPU tensors, `group.group_device`). 
 run started from).
 """
 
-from skyrl_train.weight_sync.group import WeightGroup
-from skyrl_train.weight_sync.init_info import WeightSyncInitInfo
-from skyrl_train.weight_sync.receiver import WeightReceiver, copy_into_module
-from skyrl_train.weight_sync.requests import (
+from skyrl_train.types.weight_sync_init_info import WeightSyncInitInfo
+from skyrl_train.types.weight_sync_requests import (
     BroadcastWeightUpdateRequest,
     CudaIpcWeightUpdateRequest,
     LoraLoadRequest,
     TensorSpec,
     WeightUpdateRequest,
 )
+from skyrl_train.weight_sync.group import WeightGroup
+from skyrl_train.weight_sync.receiver import WeightReceiver, copy_into_module
 from skyrl_train.weight_sync.sender import WeightSource, WeightSyncSender
 from skyrl_train.weight_sync.strategy import override_existing_update_group, transfer_mode
 

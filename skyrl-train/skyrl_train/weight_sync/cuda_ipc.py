@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from skyrl_train.types.weight_sync_requests import CudaIpcWeightUpdateRequest, TensorSpec
 from skyrl_train.weight_sync.packing import chunk_specs, pack, unpack
-from skyrl_train.weight_sync.requests import CudaIpcWeightUpdateRequest, TensorSpec
 
 if TYPE_CHECKING:
     from skyrl_train.weight_sync.sender import WeightSyncEngines

@@ -14,7 +14,7 @@ import logging
 import torch
 import torch.distributed as dist
 
-from skyrl_train.weight_sync.init_info import WeightSyncInitInfo
+from skyrl_train.types.weight_sync_init_info import WeightSyncInitInfo
 
 __all__ = ["WeightGroup", "group_device"]
 

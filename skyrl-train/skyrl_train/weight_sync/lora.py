@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 from safetensors.torch import save_file
 
-from skyrl_train.workers.trainable import peft_lora_config
+from skyrl_train.models.lora import peft_lora_config
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import LoraConfig

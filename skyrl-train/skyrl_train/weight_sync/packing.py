@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import torch
 
-from skyrl_train.weight_sync.requests import CudaIpcWeightUpdateRequest, TensorSpec, torch_dtype
+from skyrl_train.types.weight_sync_requests import CudaIpcWeightUpdateRequest, TensorSpec, torch_dtype
 
 __all__ = ["ALIGNMENT", "aligned_offsets", "chunk_specs", "pack", "split_by_bytes", "unpack"]
 

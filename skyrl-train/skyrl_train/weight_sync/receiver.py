@@ -8,9 +8,9 @@ from collections.abc import Iterable, Iterator
 import torch
 from torch import nn
 
+from skyrl_train.types.weight_sync_init_info import WeightSyncInitInfo
+from skyrl_train.types.weight_sync_requests import BroadcastWeightUpdateRequest, torch_dtype
 from skyrl_train.weight_sync.group import WeightGroup
-from skyrl_train.weight_sync.init_info import WeightSyncInitInfo
-from skyrl_train.weight_sync.requests import BroadcastWeightUpdateRequest, torch_dtype
 
 __all__ = ["WeightReceiver", "copy_into_module"]
 

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import torch
 
+from skyrl_train.types.weight_sync_init_info import WeightSyncInitInfo
+from skyrl_train.types.weight_sync_requests import BroadcastWeightUpdateRequest, LoraLoadRequest, WeightUpdateRequest
 from skyrl_train.weight_sync.cuda_ipc import CudaIpcSource, ModuleIpcSource, send_cuda_ipc
 from skyrl_train.weight_sync.group import WeightGroup
-from skyrl_train.weight_sync.init_info import WeightSyncInitInfo
 from skyrl_train.weight_sync.lora import adapter_folder, remove_older_adapters, save_adapter
 from skyrl_train.weight_sync.packing import split_by_bytes
-from skyrl_train.weight_sync.requests import BroadcastWeightUpdateRequest, LoraLoadRequest, WeightUpdateRequest
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import LoraConfig

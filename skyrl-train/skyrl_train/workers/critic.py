@@ -19,9 +19,10 @@ from torch import nn
 
 from skyrl_train.algorithms import compute_loss_normalizer, ppo_critic_loss, reduce_loss
 from skyrl_train.models import resolve_model_path, to_torch_dtype
+from skyrl_train.models.lora import apply_lora
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.forward import eval_mode, pad_response, position_ids_from_attention_mask, trim_padding
-from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, apply_lora, enable_gradient_checkpointing
+from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, enable_gradient_checkpointing
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import AlgorithmConfig, CriticConfig

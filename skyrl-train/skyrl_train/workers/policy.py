@@ -54,6 +54,7 @@ from skyrl_train.algorithms import PolicyLossRegistry, compute_approx_kl, comput
 from skyrl_train.algorithms.off_policy import OffPolicyStats, correction_factor, finalize_is_ratio_std
 from skyrl_train.algorithms.policy_losses import LOG_RATIO_CLAMP, PolicyLossType
 from skyrl_train.models import load_causal_lm
+from skyrl_train.models.lora import apply_lora
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.forward import (
     batch_prefix,
@@ -63,7 +64,7 @@ from skyrl_train.workers.forward import (
 )
 from skyrl_train.workers.metrics import rollout_train_logprob_diff
 from skyrl_train.workers.shared_prefix import SharedPrefix
-from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, apply_lora, enable_gradient_checkpointing
+from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, enable_gradient_checkpointing
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import AlgorithmConfig, PolicyConfig

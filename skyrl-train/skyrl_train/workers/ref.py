@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from skyrl_train.inference_engines.weight_version import WeightVersion
 from skyrl_train.models import load_causal_lm
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.types.weight_version import WeightVersion
 from skyrl_train.workers.forward import batched_response_logprobs
 from skyrl_train.workers.policy import PolicyWorker
 

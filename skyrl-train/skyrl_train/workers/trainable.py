@@ -29,15 +29,15 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from skyrl_train.inference_engines.weight_version import WeightVersion
 from skyrl_train.models import load_tokenizer
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.types.weight_version import WeightVersion
 from skyrl_train.workers.metrics import aggregate_step_metrics, combine_micro_metrics
 
 if TYPE_CHECKING:
-    from skyrl_train.config.schema import LoraConfig, OptimizerConfig
+    from skyrl_train.config.schema import OptimizerConfig
 
-__all__ = ["MiniBatchInfo", "TrainableWorker", "apply_lora", "enable_gradient_checkpointing", "peft_lora_config"]
+__all__ = ["MiniBatchInfo", "TrainableWorker", "enable_gradient_checkpointing"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,36 +45,6 @@ MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.pt"
 EXTRA_STATE_FILE = "extra_state.pt"
 HF_DIR = "huggingface"
-
-
-def apply_lora(model: nn.Module, lora_config: LoraConfig, task_type: str | None) -> nn.Module:
-    """Wrap ``model`` with a fresh peft LoRA adapter from a ``model.lora`` config; only adapter weights train."""
-    from peft import get_peft_model
-
-    return get_peft_model(model, peft_lora_config(lora_config, task_type))
-
-
-def peft_lora_config(lora_config: LoraConfig, task_type: str | None):
-    """The peft ``LoraConfig`` of a ``model.lora`` config.
-
-    ``init_method: kaiming`` is peft's default init (A Kaiming-uniform, B zero, so the adapted model starts
-    equal to the base); any other value is passed to peft's ``init_lora_weights`` (e.g. ``gaussian``).
-    """
-    from peft import LoraConfig as PeftLoraConfig
-
-    def names(value: Any) -> Any:
-        return value if value is None or isinstance(value, str) else list(value)
-
-    init_method = lora_config.init_method
-    return PeftLoraConfig(
-        r=lora_config.rank,
-        lora_alpha=lora_config.alpha,
-        lora_dropout=lora_config.dropout,
-        target_modules=names(lora_config.target_modules),
-        exclude_modules=names(lora_config.exclude_modules),
-        init_lora_weights=True if init_method == "kaiming" else init_method,
-        task_type=task_type,
-    )
 
 
 def enable_gradient_checkpointing(model: nn.Module, use_reentrant: bool) -> None:

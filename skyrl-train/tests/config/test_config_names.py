@@ -18,8 +18,8 @@ from skyrl_train.config.validate import (
     UNDRIVEN_SCHEDULERS,
     VLLM_DTYPES,
 )
+from skyrl_train.models.lora import peft_lora_config
 from skyrl_train.testing import tiny_model  # noqa: F401
-from skyrl_train.workers.trainable import peft_lora_config
 
 SCHEDULER = "trainer.policy.optimizer_config.scheduler"
 USABLE = "'linear', 'cosine', 'cosine_with_restarts', 'polynomial', 'constant', 'constant_with_warmup', 'inverse_sqrt'"

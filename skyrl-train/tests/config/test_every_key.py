@@ -59,8 +59,9 @@ _ENDPOINT = "skyrl-train/tests/serve/test_policy_endpoint.py::test_training_serv
 _REMOTE_KEYS = "skyrl-train/tests/config/test_remote_engine_keys.py::"
 _REMOTE_ENGINES = _REMOTE_KEYS + "test_remote_urls_model_name_and_parallel_sizes_build_one_remote_engine_per_server"
 _WEIGHT_SYNC_KEYS = _REMOTE_KEYS + "test_the_weight_sync_follows_the_backend_override_and_lora_keys"
-_SAMPLING = "skyrl-train/tests/inference_engines/test_sampling.py::"
-_ENGINE_GEN = "skyrl-train/tests/inference_engines/test_hf_engine_generation.py::"
+_SAMPLING = "skyrl-train/tests/inference_engines/hf/test_sampling.py::"
+_ROTATION = "skyrl-train/tests/storage/test_checkpoint_rotation.py::"
+_ENGINE_GEN = "skyrl-train/tests/inference_engines/hf/test_hf_engine_generation.py::"
 _POLICY = "skyrl-train/tests/workers/test_policy_worker.py::"
 _LAYOUT = "skyrl-train/tests/generators/test_token_layout.py::"
 _S3 = "skyrl-train/tests/storage/test_settings.py::"
@@ -249,12 +250,8 @@ ROWS: dict[str, Refused | ShownBy | Open] = {
     "trainer.s3.region": ShownBy(
         "skyrl-train/tests/config/test_key_effects.py::test_s3_region_is_the_configured_one_over_the_environment"
     ),
-    "trainer.s3.keep_local": ShownBy(
-        "skyrl-train/tests/checkpoints/test_rotation.py::test_uploaded_local_copies_beyond_keep_local_are_deleted"
-    ),
-    "trainer.s3.keep_remote": ShownBy(
-        "skyrl-train/tests/checkpoints/test_rotation.py::test_remote_copies_beyond_keep_remote_are_deleted_oldest_first"
-    ),
+    "trainer.s3.keep_local": ShownBy(_ROTATION + "test_uploaded_local_copies_beyond_keep_local_are_deleted"),
+    "trainer.s3.keep_remote": ShownBy(_ROTATION + "test_remote_copies_beyond_keep_remote_are_deleted_oldest_first"),
     "trainer.s3.eval_bucket": ShownBy(_S3 + "test_eval_dumps_use_the_trajectory_bucket_else_the_checkpoint_bucket"),
     "trainer.s3.upload_attempts": ShownBy(
         "skyrl-train/tests/storage/test_retry.py::test_the_last_transient_error_is_raised_after_all_attempts"

@@ -10,8 +10,8 @@ from torch.testing import assert_close
 
 from skyrl_train.algorithms.advantages import AdvantageEstimator, compute_advantages_and_returns
 from skyrl_train.algorithms.policy_losses import PolicyLossType
-from skyrl_train.algorithms.registry import AdvantageEstimatorRegistry, PolicyLossRegistry
 from skyrl_train.config import ConfigError, load_config
+from skyrl_train.config.registries import AdvantageEstimatorRegistry, PolicyLossRegistry
 from skyrl_train.config.schema import AlgorithmConfig
 from skyrl_train.config.support import ADVANTAGE_ESTIMATOR_KEYS, POLICY_LOSS_KEYS
 

@@ -27,7 +27,7 @@ from skyrl_train.config.schema import (
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import SamplingParams
-from skyrl_train.inference_engines.hf_engine import DEFAULT_PREFIX_CACHE_BYTES
+from skyrl_train.inference_engines.hf.engine import DEFAULT_PREFIX_CACHE_BYTES
 from skyrl_train.models import load_causal_lm, load_tokenizer
 from skyrl_train.storage.settings import S3Settings
 from skyrl_train.testing import on_every_device, tiny_model_path

@@ -7,7 +7,7 @@ import torch
 
 from skyrl_train.dataset.preprocess import convert_prompts_responses_to_batch_tensors
 from skyrl_train.testing import tiny_model  # noqa: F401
-from skyrl_train.testing_s3 import s3_bucket, s3_server  # noqa: F401
+from skyrl_train.testing.s3 import s3_bucket, s3_server  # noqa: F401
 from skyrl_train.training_batch import TrainingInputBatch
 
 ROWS = 8

@@ -17,7 +17,7 @@ from skyrl_train.distributed.fsdp_workers import DCP_DIR
 from skyrl_train.distributed.worker_groups import build_fsdp_workers
 from skyrl_train.models import load_causal_lm
 from skyrl_train.testing import tiny_model_path
-from skyrl_train.testing_ray import local_ray, machine_ranks  # noqa: F401
+from skyrl_train.testing.ray import local_ray, machine_ranks  # noqa: F401
 from skyrl_train.workers import batched_response_logprobs
 
 RANKS = machine_ranks()

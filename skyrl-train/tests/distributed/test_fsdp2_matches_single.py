@@ -16,7 +16,7 @@ import torch
 from skyrl_train.config.schema import TrainerConfig
 from skyrl_train.distributed.worker_groups import build_fsdp_workers
 from skyrl_train.testing import tiny_model_path
-from skyrl_train.testing_ray import local_ray, machine_ranks  # noqa: F401
+from skyrl_train.testing.ray import local_ray, machine_ranks  # noqa: F401
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 from skyrl_train.workers.protocols import Critic, Policy, Reference

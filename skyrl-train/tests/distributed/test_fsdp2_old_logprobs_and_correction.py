@@ -16,7 +16,7 @@ import torch
 from skyrl_train.config.schema import TrainerConfig
 from skyrl_train.distributed.worker_groups import build_fsdp_workers
 from skyrl_train.testing import tiny_model_path
-from skyrl_train.testing_ray import local_ray, machine_ranks  # noqa: F401
+from skyrl_train.testing.ray import local_ray, machine_ranks  # noqa: F401
 from skyrl_train.workers import PolicyWorker
 
 pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.usefixtures("local_ray")]

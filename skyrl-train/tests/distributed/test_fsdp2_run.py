@@ -14,9 +14,9 @@ import torch
 from safetensors.torch import load_file
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
-from skyrl_train.checkpoints.export_hf import export_checkpoint
+from skyrl_train.entrypoints.export_hf import export_checkpoint
 from skyrl_train.testing import TINY_RUN_OVERRIDES, tiny_model  # noqa: F401
-from skyrl_train.testing_ray import fsdp2_overrides, machine_gpus, subprocess_env
+from skyrl_train.testing.ray import fsdp2_overrides, machine_gpus, subprocess_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.timeout(900)]
 

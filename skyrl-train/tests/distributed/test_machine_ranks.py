@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import skyrl_train.testing_ray
-from skyrl_train.testing_ray import machine_ranks
+import skyrl_train.testing.ray
+from skyrl_train.testing.ray import machine_ranks
 
 
 @pytest.mark.parametrize(
@@ -14,5 +14,5 @@ from skyrl_train.testing_ray import machine_ranks
     [(0, 1, 2), (0, 2, 2), (1, 1, 1), (1, 2, 0), (2, 2, 1), (3, 1, 2), (8, 1, 4), (8, 2, 4)],
 )
 def test_ranks_follow_the_gpus_of_the_machine(monkeypatch, gpus, groups, expected):
-    monkeypatch.setattr(skyrl_train.testing_ray, "machine_gpus", lambda: gpus)
+    monkeypatch.setattr(skyrl_train.testing.ray, "machine_gpus", lambda: gpus)
     assert machine_ranks(groups=groups, at_most=4) == expected

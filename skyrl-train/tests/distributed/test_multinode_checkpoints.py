@@ -22,11 +22,11 @@ import pytest
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
-from skyrl_train.checkpoints.rank_uploads import RANK_UPLOADS_FILE
 from skyrl_train.distributed.checkpoint_storage import NODE_CKPT_PATH_ENV
+from skyrl_train.storage.rank_uploads import RANK_UPLOADS_FILE
 from skyrl_train.testing import TINY_RUN_OVERRIDES
-from skyrl_train.testing_ray import TEST_ENV, ray_nodes, subprocess_env
-from skyrl_train.testing_s3 import complete_steps, s3_client, s3_env
+from skyrl_train.testing.ray import TEST_ENV, ray_nodes, subprocess_env
+from skyrl_train.testing.s3 import complete_steps, s3_client, s3_env
 from skyrl_train.training_batch import TrainingInputBatch
 
 pytestmark = pytest.mark.slow

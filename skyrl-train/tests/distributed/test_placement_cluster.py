@@ -14,7 +14,7 @@ import pytest
 from skyrl_train.config.schema import PlacementConfig
 from skyrl_train.distributed.actor_group import ActorGroup, DistributedActor
 from skyrl_train.distributed.placement import create_placement_groups, plan_placement
-from skyrl_train.testing_ray import two_node_ray  # noqa: F401
+from skyrl_train.testing.ray import two_node_ray  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("two_node_ray")]
 

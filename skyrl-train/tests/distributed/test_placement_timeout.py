@@ -14,7 +14,7 @@ from skyrl_train.config import load_config
 from skyrl_train.config.schema import PlacementConfig
 from skyrl_train.distributed.placement import create_placement_groups, plan_placement
 from skyrl_train.testing import tiny_model_path
-from skyrl_train.testing_ray import local_cluster
+from skyrl_train.testing.ray import local_cluster
 from skyrl_train.utils.ray_placement import reserve_placement_group
 
 TIMEOUT_S = 2.0

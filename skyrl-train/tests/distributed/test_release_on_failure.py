@@ -21,7 +21,7 @@ from skyrl_train.config.schema import PlacementConfig
 from skyrl_train.distributed.placement import create_placement_groups, plan_placement
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.testing import tiny_model_path
-from skyrl_train.testing_ray import fsdp2_overrides, local_ray, machine_ranks  # noqa: F401
+from skyrl_train.testing.ray import fsdp2_overrides, local_ray, machine_ranks  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.usefixtures("local_ray")]
 

@@ -11,7 +11,7 @@ from skyrl_train.config.schema import SkyRLGymConfig
 from skyrl_train.generators.base import GeneratorInput, TrajectoryID
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import InferenceEngineInterface
-from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
+from skyrl_train.inference_engines.hf.engine import HFInferenceEngine
 from skyrl_train.models import load_causal_lm
 from skyrl_train.testing import tiny_model, tiny_tokenizer  # noqa: F401
 

@@ -4,7 +4,7 @@ import json
 
 from skyrl_train.evaluate import dump_eval_results
 from skyrl_train.storage import BackgroundUploader, RetryPolicy, S3Store, queue_eval_dump_upload
-from skyrl_train.testing_s3 import s3_client
+from skyrl_train.testing.s3 import s3_client
 from skyrl_train.trainer_utils import Rollouts
 
 FAKE_OPENAI_KEY = "sk-proj-FAKE0123456789abcdefXYZ"  # pragma: allowlist secret

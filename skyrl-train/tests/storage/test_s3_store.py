@@ -6,7 +6,7 @@ import json
 import pytest
 
 from skyrl_train.storage import IntegrityError, RetryPolicy, S3StorageError, S3Store, make_s3_client
-from skyrl_train.testing_s3 import s3_client
+from skyrl_train.testing.s3 import s3_client
 
 
 def make_folder(root, files):

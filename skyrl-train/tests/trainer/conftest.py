@@ -13,7 +13,7 @@ from skyrl_train.config import load_config
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.generators.base import GeneratorOutput
 from skyrl_train.testing import TINY_RUN_OVERRIDES, tiny_model  # noqa: F401
-from skyrl_train.testing_s3 import s3_bucket, s3_server  # noqa: F401
+from skyrl_train.testing.s3 import s3_bucket, s3_server  # noqa: F401
 
 
 @dataclass

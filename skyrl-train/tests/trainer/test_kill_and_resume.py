@@ -19,7 +19,7 @@ from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
 from skyrl_train.config.schema import DISTRIBUTED_STRATEGIES
 from skyrl_train.testing import TINY_RUN_OVERRIDES
-from skyrl_train.testing_ray import fsdp2_overrides, subprocess_env
+from skyrl_train.testing.ray import fsdp2_overrides, subprocess_env
 from skyrl_train.training_batch import TrainingInputBatch
 
 LAUNCHER = textwrap.dedent("""

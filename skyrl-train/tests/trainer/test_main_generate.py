@@ -6,7 +6,7 @@ import json
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.entrypoints.main_generate import main
-from skyrl_train.testing_s3 import s3_client
+from skyrl_train.testing.s3 import s3_client
 
 
 def test_evaluates_once_and_dumps_locally_and_to_s3(tmp_path, tiny_model, s3_server, s3_bucket, monkeypatch):

@@ -32,7 +32,7 @@ from skyrl_train.generators.utils import encode_chat
 from skyrl_train.inference_engines import SamplingParams
 from skyrl_train.inference_engines.remote import RemoteInferenceEngine
 from skyrl_train.testing import tiny_tokenizer  # noqa: F401
-from skyrl_train.testing_ray import fsdp2_overrides, subprocess_env
+from skyrl_train.testing.ray import fsdp2_overrides, subprocess_env
 from skyrl_train.tracking.metrics_file import read_metrics
 from skyrl_train.training_batch import TrainingInputBatch
 

@@ -14,7 +14,7 @@ from skyrl_train.config.schema import AlgorithmConfig, LoraConfig, ModelConfig, 
 from skyrl_train.generators.base import GeneratorInput, TrajectoryID
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import SamplingParams
-from skyrl_train.inference_engines.hf_engine import HFInferenceEngine
+from skyrl_train.inference_engines.hf.engine import HFInferenceEngine
 from skyrl_train.models import DEFAULT_MODEL, load_tokenizer
 from skyrl_train.testing import randomize_lora_b
 from skyrl_train.trainer_utils import Rollouts, build_training_batch

@@ -19,8 +19,8 @@ from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
 from skyrl_train.config.schema import DISTRIBUTED_STRATEGIES
 from skyrl_train.testing import TINY_RUN_OVERRIDES
-from skyrl_train.testing_ray import fsdp2_overrides, subprocess_env
-from skyrl_train.testing_s3 import complete_steps, s3_keys
+from skyrl_train.testing.ray import fsdp2_overrides, subprocess_env
+from skyrl_train.testing.s3 import complete_steps, s3_keys
 
 LAUNCHER = textwrap.dedent("""
     import os, signal, sys

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from skyrl_train.types.weight_sync_requests import TensorSpec
 from skyrl_train.weight_sync.cuda_ipc import ModuleIpcSource, receive_cuda_ipc, share_buffer
 from skyrl_train.weight_sync.packing import pack
-from skyrl_train.weight_sync.requests import TensorSpec
 
 pytestmark = [
     pytest.mark.gpu,

@@ -142,7 +142,7 @@ class VLLMEngine:
         """Apply a `WeightUpdateRequest` (JSON): load a LoRA adapter folder, or have every worker receive a broadcast
         or CUDA IPC chunk and load it; then generate with (and report) its weight version, with no cached prefix
         computed before."""
-        from skyrl_train.weight_sync import LoraLoadRequest, WeightUpdateRequest
+        from skyrl_train.types.weight_sync_requests import LoraLoadRequest, WeightUpdateRequest
 
         update = WeightUpdateRequest.from_json(request)
         if isinstance(update, LoraLoadRequest):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from skyrl_train.distributed.placement import COLOCATED_SHARE
+from skyrl_train.utils.ray_placement import COLOCATED_SHARE
 
 __all__ = ["WORKER_EXTENSION", "EngineBundle", "engine_bundles", "engine_kwargs", "sleep_level"]
 

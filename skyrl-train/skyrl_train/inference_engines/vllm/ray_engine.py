@@ -26,7 +26,8 @@ from skyrl_train.inference_engines.vllm.engine_config import (
 from skyrl_train.utils.ray_placement import reserve_placement_group
 
 if TYPE_CHECKING:
-    from skyrl_train.weight_sync import WeightSyncInitInfo, WeightUpdateRequest
+    from skyrl_train.types.weight_sync_init_info import WeightSyncInitInfo
+    from skyrl_train.types.weight_sync_requests import WeightUpdateRequest
 
 __all__ = ["RayVLLMEngine", "create_vllm_engines"]
 
@@ -125,9 +126,9 @@ def create_vllm_engines(
     from ray.util.placement_group import remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from skyrl_train.distributed.cluster import init_ray
     from skyrl_train.inference_engines.vllm.engine import VLLMEngine
     from skyrl_train.models import resolve_model_path
+    from skyrl_train.utils.ray_cluster import init_ray
 
     g, t = cfg.generator, cfg.trainer
     init_ray()

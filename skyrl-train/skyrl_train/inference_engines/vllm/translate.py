@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from skyrl_gym.common.stop_reasons import StopReason
-from skyrl_train.inference_engines.base import SamplingParams
+from skyrl_train.types.sampling import VLLM_EXTRA_SAMPLING_KEYS, SamplingParams
 
 __all__ = [
     "VLLM_EXTRA_SAMPLING_KEYS",
@@ -30,10 +30,6 @@ __all__ = [
     "stop_reason",
     "vllm_sampling_kwargs",
 ]
-
-VLLM_EXTRA_SAMPLING_KEYS = ("ignore_eos", "frequency_penalty", "presence_penalty", "min_tokens", "stop_token_ids")
-"""Undeclared sampling keys passed to `vllm.SamplingParams` unchanged (vLLM field names). The penalties and
-``min_tokens`` change the distribution, so the reported logprobs then follow vLLM's processed distribution."""
 
 _FINISH_REASONS = {"stop": StopReason.STOP, "length": StopReason.LENGTH, "abort": StopReason.ABORT}
 

@@ -6,7 +6,7 @@ price. ``build_corpus()`` is deterministic; the shipped ``corpus.jsonl`` is its 
 ``python -m skyrl_integrations.mcp.servers.search.corpus`` (a test checks the two agree).
 
 Each record: ``url``, ``title``, ``summary`` (what ``web_search`` shows), ``body`` (the rest, shown by
-``fetch_page``), and for task generation ``kind``, ``entity`` and ``facts`` (never shown by the tools).
+``fetch_page``), and for question generation ``kind``, ``entity`` and ``facts`` (never shown by the tools).
 """
 
 from __future__ import annotations

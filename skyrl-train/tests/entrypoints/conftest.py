@@ -1,0 +1,1 @@
+from skyrl_train.testing.s3 import s3_bucket, s3_server  # noqa: F401
