@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Main job: GRPO on MCP tool-use questions against the bundled offline market-data MCP server, about 30 minutes on a
 # 2-core CPU from a fresh clone. The recipe, with the reason for each value, is examples/mcp/grpo.yaml; this script
-# makes the data, trains, and writes the report: $OUT/exports/report/summary.md (eval per template before vs after,
-# the curve) and $OUT/exports/report/evals.html (per template and step, failure categories).
+# makes the data, trains, and writes the reports: $OUT/exports/report/summary.md (eval per template before vs after,
+# the curve), $OUT/exports/report/held_out.md (pass@1 per template and entity split, seen / unseen, at every eval,
+# beside the best question-agnostic rule) and $OUT/exports/report/evals.html (per template and step, failure
+# categories).
 #
 #   bash examples/mcp/run_grpo.sh                        # CPU defaults
 #   bash examples/mcp/run_grpo.sh trainer.epochs=2 ...   # extra arguments: config overrides or --config presets
 #   ENGINE=vllm bash examples/mcp/run_grpo.sh            # rollouts from vLLM's CPU build (examples/cpu_vllm.yaml)
 #
 # Environment knobs: OUT (output folder), TRAIN_SIZE / VAL_SIZE (training / held-out questions generated), TEMPLATES
-# (question templates; `python -m skyrl_integrations.datasets.rule_based --help`), SERVERS, COMPLEXITIES. The data is
-# made once into $OUT/data: change OUT (or delete that folder) after changing them. Bigger settings: examples/README.md.
+# (question templates; `python -m skyrl_integrations.datasets.rule_based --help`), SERVERS, COMPLEXITIES,
+# HELD_OUT_ENTITIES (1: held-out questions name companies and months no training question names; 0: split by question
+# hash, for templates that do not hold entities out), SEEN_VAL_SIZE (with HELD_OUT_ENTITIES=1: more held-out questions
+# about training entities, the "seen" split). The data and the rule baseline ($OUT/data/rule_baseline.json) are made
+# once into $OUT/data: change OUT (or delete that folder) after changing them. Bigger settings: examples/README.md.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -25,16 +30,32 @@ fi
 OUT="${OUT:-$repo_root/outputs/mcp}"
 DATA="$OUT/data"
 TRAIN_SIZE="${TRAIN_SIZE:-72}"
-VAL_SIZE="${VAL_SIZE:-32}"
+VAL_SIZE="${VAL_SIZE:-64}" # 16 per template
+SEEN_VAL_SIZE="${SEEN_VAL_SIZE:-16}"
 SERVERS="${SERVERS:-market}"
-COMPLEXITIES="${COMPLEXITIES:-single}"
-TEMPLATES="${TEMPLATES-close_price,close_by_name,crypto_close_by_name,revenue}"
+COMPLEXITIES="${COMPLEXITIES:-single,multi_step}"
+TEMPLATES="${TEMPLATES-price_field,price_field_by_name,financial_field,month_end_close}"
+HELD_OUT_ENTITIES="${HELD_OUT_ENTITIES:-1}"
+split_args=()
+if [[ "$HELD_OUT_ENTITIES" == 1 ]]; then
+    split_args=(--held-out-entities --seen-val-size "$SEEN_VAL_SIZE")
+fi
 
 if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
     "$python" -m skyrl_integrations.datasets.rule_based --output-dir "$DATA" --train-size "$TRAIN_SIZE" \
         --val-size "$VAL_SIZE" --servers "$SERVERS" --complexities "$COMPLEXITIES" \
-        ${TEMPLATES:+--templates "$TEMPLATES" --balance-templates} --seed 0
+        ${TEMPLATES:+--templates "$TEMPLATES" --balance-templates} "${split_args[@]}" --seed 0
     "$python" -m skyrl_integrations.datasets.validate "$DATA/train.parquet" "$DATA/validation.parquet"
+fi
+# The best question-agnostic rules on the held-out questions (their rows name the entity as written): the bar a
+# trained policy has to clear, shown beside it in held_out.md.
+baseline_args=()
+if [[ "$HELD_OUT_ENTITIES" == 1 ]]; then
+    if [[ ! -f "$DATA/rule_baseline.json" ]]; then
+        "$python" -m skyrl_integrations.analysis.rule_baseline "$DATA/validation.parquet" \
+            --json "$DATA/rule_baseline.json"
+    fi
+    baseline_args=(--rule-baseline "$DATA/rule_baseline.json")
 fi
 
 # glibc raises its mmap threshold to the size of every large block freed (up to 32 MiB); after that the hf engine's KV
@@ -51,6 +72,8 @@ export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
     trainer.export_path="$OUT/exports" \
     "$@"
 
-"$repo_root/.venv/bin/skyrl-analyze-evals" "$OUT/exports" --html "$OUT/exports/report/evals.html"
+"$repo_root/.venv/bin/skyrl-analyze-evals" "$OUT/exports" --html "$OUT/exports/report/evals.html" \
+    --markdown "$OUT/exports/report/held_out.md" "${baseline_args[@]}"
 echo "report: $OUT/exports/report/summary.md (eval per template before/after and over training, plots)"
+echo "held-out: $OUT/exports/report/held_out.md (per template and entity split, beside the best question-agnostic rule)"
 echo "trajectories: $OUT/exports/report/evals.html (per template and step, failure categories with examples)"

@@ -42,13 +42,13 @@ from skyrl_train.algorithms import (
     normalize_advantages_over_batch,
     trajectory_sums,
 )
-from skyrl_train.checkpoints import CheckpointManager, step_dir_name
+from skyrl_train.checkpoints import CheckpointError, CheckpointManager, step_dir_name
 from skyrl_train.config import to_dict
 from skyrl_train.dataset import PromptDataLoader
 from skyrl_train.distributed.sharding import rows_with_loss
 from skyrl_train.dynamic_sampling import DynamicSampler
 from skyrl_train.evaluate import evaluate
-from skyrl_train.generators.base import GeneratorInterface
+from skyrl_train.generators.base import GeneratorInput, GeneratorInterface
 from skyrl_train.inference_engines.base import InferenceEngineInterface
 from skyrl_train.storage import EvalDumpUploader
 from skyrl_train.tracking import Tracking, step_progress
@@ -67,6 +67,9 @@ logger = logging.getLogger(__name__)
 
 TRAINER_STATE_FILE = "trainer_state.pt"
 DATA_STATE_FILE = "data.pt"
+TRAINED_PROMPTS_KEY = "trained_prompts"
+"""The key of an asynchronous run's data state (`fully_async_trainer.PromptStream`) listing the trained prompts of its
+open epochs; the synchronous loop refuses such a state."""
 
 
 class InfraFailureError(RuntimeError):
@@ -136,23 +139,7 @@ class PPOTrainer:
 
     async def _train(self) -> None:
         t = self.cfg.trainer
-        await self.engine_turns.to_trainer()  # before the resume: loading a checkpoint is the trainer's turn
-        resume_from = self.checkpoints.resolve_resume(t.resume_mode, t.resume_path)
-        if resume_from is not None:
-            self.load_checkpoint(resume_from)
-            if self.global_step >= self.total_steps:
-                logger.warning(
-                    "%s is at step %d of %d: nothing left to train (trainer.resume_mode=none or another "
-                    "trainer.ckpt_path starts a new run)",
-                    resume_from,
-                    self.global_step,
-                    self.total_steps,
-                )
-        await self._sync_weights(self.global_step)  # engines holding their own weights generate with the resumed ones
-        memory = PeakRSS()  # its first interval runs from the process start: model loading counts in it
-        if t.eval_interval > 0 and t.eval_before_train and self.eval_loader is not None:
-            self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
-
+        memory = await self._begin()
         start_epoch = self.train_loader.epoch  # restored with the checkpoint; with dynamic sampling a step draws more
         progress = step_progress(self.total_steps, initial=self.global_step, desc="train")
         metrics: dict[str, Any] = {}
@@ -179,6 +166,36 @@ class PPOTrainer:
                 metrics = {}
                 progress.update(1)
         progress.close()
+        await self._end(memory)
+
+    async def _begin(self) -> PeakRSS:
+        """Resume, the first weight sync and the eval before training; returns the run's memory meter."""
+        t = self.cfg.trainer
+        await self.engine_turns.to_trainer()  # before the resume: loading a checkpoint is the trainer's turn
+        resume_from = self.checkpoints.resolve_resume(t.resume_mode, t.resume_path)
+        eval_now = t.eval_before_train
+        if resume_from is not None:
+            # The step's metrics, and its eval if one was due, may not have been logged before the run stopped: both
+            # again (a step's later row wins in metrics.jsonl).
+            self.tracker.log(self.load_checkpoint(resume_from), step=self.global_step)
+            eval_now = eval_now or self._eval_due(self.global_step)
+            if self.global_step >= self.total_steps:
+                logger.warning(
+                    "%s is at step %d of %d: nothing left to train (trainer.resume_mode=none or another "
+                    "trainer.ckpt_path starts a new run)",
+                    resume_from,
+                    self.global_step,
+                    self.total_steps,
+                )
+        await self._sync_weights(self.global_step)  # engines holding their own weights generate with the resumed ones
+        memory = PeakRSS()  # its first interval runs from the process start: model loading counts in it
+        if t.eval_interval > 0 and eval_now and self.eval_loader is not None:
+            self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
+        return memory
+
+    async def _end(self, memory: PeakRSS) -> None:
+        """The eval the loop missed, the final checkpoint and the HF export."""
+        t = self.cfg.trainer
         if self._final_eval_missed():
             self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
         await self.engine_turns.to_trainer()  # the final checkpoint and export, as upstream
@@ -202,23 +219,26 @@ class PPOTrainer:
         release_free_memory()  # the update's activations, before generation allocates on the engine's thread
         if t.ckpt_interval > 0 and step % t.ckpt_interval == 0:
             with self._timer("save_checkpoints", metrics):
-                self.save_checkpoint()
+                self.save_checkpoint(metrics)
         if t.hf_save_interval > 0 and step % t.hf_save_interval == 0:
             with self._timer("save_hf_model", metrics):
                 self.export_hf()
         with self._timer("sync_weights", metrics):
             await self._sync_weights(step)
-        eval_due = t.eval_interval > 0 and (step % t.eval_interval == 0 or step == self.total_steps)
-        if self.eval_loader is not None and eval_due:
+        if self.eval_loader is not None and self._eval_due(step):
             with self._timer("eval", metrics):
                 metrics.update(await self.eval())
 
-    async def generate(self, batch: dict[str, list], metrics: dict[str, Any]) -> Rollouts:
-        """Generate `n_samples_per_prompt` trajectories per prompt of `batch`, adding the generation time and token
-        counts to `metrics` (summed over the batches drawn for one step). Raises `InfraFailureError` when too many
-        trajectories ended in infrastructure failures."""
+    def _eval_due(self, step: int) -> bool:
+        """Whether `eval_interval` schedules an eval after `step` (every interval, and the last step)."""
+        t = self.cfg.trainer
+        return t.eval_interval > 0 and step > 0 and (step % t.eval_interval == 0 or step == self.total_steps)
+
+    def train_generator_input(self, batch: dict[str, list]) -> tuple[GeneratorInput, list[str]]:
+        """The generator input of training prompts `batch` (`n_samples_per_prompt` rows per prompt, the training
+        sampling params, batch metadata of the next step) and the rows' prompt uids."""
         cfg = self.cfg
-        generator_input, uids = prepare_generator_input(
+        return prepare_generator_input(
             batch,
             cfg.generator.n_samples_per_prompt,
             cfg.generator.sampling_params,
@@ -226,6 +246,13 @@ class PPOTrainer:
             "train",
             self.global_step + 1,
         )
+
+    async def generate(self, batch: dict[str, list], metrics: dict[str, Any]) -> Rollouts:
+        """Generate `n_samples_per_prompt` trajectories per prompt of `batch`, adding the generation time and token
+        counts to `metrics` (summed over the batches drawn for one step). Raises `InfraFailureError` when too many
+        trajectories ended in infrastructure failures."""
+        cfg = self.cfg
+        generator_input, uids = self.train_generator_input(batch)
         with self._timer("generate", metrics, accumulate=True):
             await self._to_generation()
             output = await self.generator.generate(generator_input)
@@ -248,6 +275,11 @@ class PPOTrainer:
 
     async def train_step(self, rollouts: Rollouts) -> dict[str, Any]:
         """Learn from one batch of generated trajectories; returns the step's metrics."""
+        return self.update(rollouts)
+
+    def update(self, rollouts: Rollouts) -> dict[str, Any]:
+        """`train_step`'s work, which blocks until the update is done (the asynchronous trainer runs it in a
+        thread, so that its event loop goes on generating)."""
         cfg, algo = self.cfg, self.cfg.trainer.algorithm
         metrics: dict[str, Any] = {}
         with self._timer("convert_to_training_input", metrics):
@@ -367,13 +399,20 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------------------------ checkpoints
 
-    def save_checkpoint(self) -> Path:
+    def save_checkpoint(self, step_metrics: dict[str, Any] | None = None) -> Path:
+        """Commit the run's state at `global_step`, with `step_metrics`, the step's metrics so far: a run killed after
+        the commit but before the step's metrics were logged logs them on resume (`_begin`)."""
+
         def write(folder: Path) -> None:
             self.policy.save_checkpoint(folder / "policy")
             if self.critic is not None:
                 self.critic.save_checkpoint(folder / "critic")
-            torch.save(self.train_loader.state_dict(), folder / DATA_STATE_FILE)
-            state = {"global_step": self.global_step, "config": to_dict(self.cfg)}
+            torch.save(self.data_state(), folder / DATA_STATE_FILE)
+            state = {
+                "global_step": self.global_step,
+                "config": to_dict(self.cfg),
+                "step_metrics": dict(step_metrics or {}),
+            }
             if self.kl_controller is not None:
                 state["kl_coef"] = self.kl_controller.value
             torch.save(state, folder / TRAINER_STATE_FILE)
@@ -382,7 +421,8 @@ class PPOTrainer:
         logger.info("saved checkpoint %s", path)
         return path
 
-    def load_checkpoint(self, folder: Path) -> None:
+    def load_checkpoint(self, folder: Path) -> dict[str, Any]:
+        """Restore the run's state from `folder`; returns the metrics its step had when it was committed."""
         state = torch.load(folder / TRAINER_STATE_FILE, weights_only=False)
         self.global_step = int(state["global_step"])
         if folder.name != step_dir_name(self.global_step):
@@ -393,10 +433,29 @@ class PPOTrainer:
         if self.kl_controller is not None and "kl_coef" in state:
             self.kl_controller.value = state["kl_coef"]
         try:
-            self.train_loader.load_state_dict(torch.load(folder / DATA_STATE_FILE, weights_only=False))
+            self.load_data_state(torch.load(folder / DATA_STATE_FILE, weights_only=False))
         except ValueError as exc:
             logger.warning("data loader state not restored (%s): the epoch restarts from its first batch", exc)
         logger.info("resumed from %s at step %d", folder, self.global_step)
+        return state.get("step_metrics") or {}
+
+    def data_state(self) -> dict[str, Any]:
+        """Where in the training data the run is, as a checkpoint stores it (`DATA_STATE_FILE`)."""
+        return self.train_loader.state_dict()
+
+    def load_data_state(self, state: dict[str, Any]) -> None:
+        """Resume at `state` (`data_state` of the checkpoint); raises `ValueError` when it does not apply.
+
+        Raises:
+            CheckpointError: an asynchronous run's state, whose loader position would train prompts of its open epoch
+                that were trained already a second time.
+        """
+        if TRAINED_PROMPTS_KEY in state:
+            raise CheckpointError(
+                "the checkpoint's data state was written by asynchronous training (trainer.fully_async."
+                "max_staleness_steps > 0): resume it asynchronously, which knows which prompts of its epoch were trained"
+            )
+        self.train_loader.load_state_dict(state)
 
     def export_hf(self) -> Path:
         path = self.export_path / step_dir_name(self.global_step) / "policy"

@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "skyrl_train.generators",
             "skyrl_train.preflight",
             "skyrl_train.trainer",
+            "skyrl_train.fully_async_trainer",
             "skyrl_train.trainer_utils",
             "skyrl_train.dynamic_sampling",
             "skyrl_train.evaluate",

@@ -11,7 +11,7 @@ gets at most one category, the first of these whose pattern (case-insensitive) i
    "TypeError", "could not / failed to parse", "parse error", "invalid JSON", "malformed", "JSONDecodeError",
    and calls of a tool that does not exist ("unknown tool", "tool <name> not found", "no such function");
 3. `resource_not_found`: an HTTP 404 status, "not found", "no such <thing>", "does not exist", "could not find",
-   "unknown ticker/symbol";
+   "unknown [crypto] ticker/symbol";
 4. `context_overflow`: "context length/window/limit", "maximum context", "too many tokens", "prompt is too long".
 
 Besides the observations:
@@ -65,7 +65,7 @@ TOOL_ARGUMENT_ERROR = re.compile(
 )
 RESOURCE_NOT_FOUND = re.compile(
     rf"{_STATUS}404\b|\b404\W{{0,3}}not found|not found|no such \w+|does not exist|doesn't exist"
-    r"|(?:could not|couldn't|cannot|can't) find|unknown (?:ticker|symbol)",
+    r"|(?:could not|couldn't|cannot|can't) find|unknown (?:crypto )?(?:ticker|symbol)",
     re.IGNORECASE,
 )
 CONTEXT_OVERFLOW = re.compile(

@@ -2,10 +2,12 @@
 
     skyrl-analyze-evals ~/exports/dumped_evals --step 0 --step 40 --json summary.json --html report.html
     skyrl-analyze-evals s3://skyrl-trajectories/evals/my_run --endpoint-url http://localhost:9000
+    skyrl-analyze-evals ~/exports --markdown held_out.md --rule-baseline data/rule_baseline.json
 
 Prints, per environment and overall, for each step: trajectories, pass@k, any success, mean score, average
 turns and tool calls, stop reasons and failure categories with example snippets; with two or more steps, the
-change from the first to the last.
+change from the first to the last. ``--markdown`` writes pass@1 per template and entity split at every step
+(`skyrl_integrations.analysis.splits`), beside the rule baseline of ``--rule-baseline``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from skyrl_gym.common.fs import atomic_write_text
 from skyrl_integrations.analysis.dumps import DumpError, load_eval_dumps
 from skyrl_integrations.analysis.metrics import analyze
 from skyrl_integrations.analysis.report import format_html, format_text
+from skyrl_integrations.analysis.splits import format_markdown, success_by_split
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", type=Path, help="write the full summary (with examples) as JSON here")
     parser.add_argument("--html", type=Path, help="write an HTML report with plots here")
+    parser.add_argument(
+        "--markdown", type=Path, help="write pass@1 per template and entity split at every step here (markdown)"
+    )
+    parser.add_argument(
+        "--rule-baseline",
+        type=Path,
+        help="JSON of `python -m skyrl_integrations.analysis.rule_baseline --json`, shown beside --markdown's table",
+    )
     parser.add_argument(
         "--success-threshold",
         type=float,
@@ -57,6 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.rule_baseline is not None and args.markdown is None:
+        print(
+            "skyrl-analyze-evals: error: --rule-baseline is shown in --markdown's report; give --markdown",
+            file=sys.stderr,
+        )
+        return 1
+    baseline = None
+    if args.rule_baseline is not None:
+        try:
+            baseline = json.loads(args.rule_baseline.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"skyrl-analyze-evals: error: --rule-baseline {args.rule_baseline}: {exc}", file=sys.stderr)
+            return 1
     try:
         steps = load_eval_dumps(args.location, args.endpoint_url)
     except DumpError as exc:
@@ -78,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_text(args.json, json.dumps(summary, indent=1) + "\n")
     if args.html is not None:
         atomic_write_text(args.html, format_html(summary, f"Eval analysis: {args.location}"))
+    if args.markdown is not None:
+        table = success_by_split(steps, args.success_threshold)
+        atomic_write_text(args.markdown, format_markdown(table, baseline))
     return 0
 
 

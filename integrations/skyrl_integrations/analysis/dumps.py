@@ -68,6 +68,9 @@ class DumpedTrajectory:
     env_metrics: dict[str, Any] = field(default_factory=dict)
     infra_failure: InfraFailure | None = None
     """The infrastructure failure the trajectory ended in, from the dump's `infra_failure` (`InfraFailure.to_json`)."""
+    extra_info: dict[str, Any] = field(default_factory=dict)
+    """The dataset row's `extra_info` (from the dump's `env_extras`), e.g. the rule-based generator's `template` and
+    `entity_split`; empty when the dump does not carry it."""
 
     def succeeded(self, success_threshold: float | None = None) -> bool:
         """`solved`, or with a threshold, whether the return is above it (`--success-threshold`)."""
@@ -146,6 +149,7 @@ def to_trajectory(row: Mapping[str, Any], location: str) -> DumpedTrajectory:
         parse_failures=_parse_failures(row.get("parse_failures"), location),
         env_metrics=env_metrics,
         infra_failure=_infra_failure(row.get("infra_failure"), location),
+        extra_info=_extra_info(row.get("env_extras"), location),
     )
 
 
@@ -160,6 +164,17 @@ def _parse_line(line: str, location: str) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise DumpError(f"{location}: a row must be a JSON object, got {type(row).__name__}")
     return row
+
+
+def _extra_info(env_extras: Any, location: str) -> dict[str, Any]:
+    if env_extras is None:
+        return {}
+    if not isinstance(env_extras, Mapping):
+        raise DumpError(f"{location}: 'env_extras' must be an object or null, got {env_extras!r}")
+    info = env_extras.get("extra_info")
+    if info is not None and not isinstance(info, Mapping):
+        raise DumpError(f"{location}: 'env_extras.extra_info' must be an object or null, got {info!r}")
+    return dict(info or {})
 
 
 def _infra_failure(value: Any, location: str) -> InfraFailure | None:

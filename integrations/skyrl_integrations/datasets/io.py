@@ -55,9 +55,10 @@ def split_for(task_id: str, val_ratio: float) -> str:
     return "validation" if fraction < val_ratio else "train"
 
 
-def split_tasks(tasks: Iterable[TaskRow], val_ratio: float = DEFAULT_VAL_RATIO) -> dict[str, list[TaskRow]]:
-    """Copies of ``tasks`` grouped by ``split_for``, with ``split`` set and ``index`` numbering each split from 0."""
-    if not 0.0 <= val_ratio <= 1.0:
+def split_tasks(tasks: Iterable[TaskRow], val_ratio: float | None = DEFAULT_VAL_RATIO) -> dict[str, list[TaskRow]]:
+    """Copies of ``tasks`` grouped by ``split_for`` (``val_ratio=None``: by each task's own ``split``, e.g. a split
+    by entity made by the generator), with ``split`` set and ``index`` numbering each split from 0."""
+    if val_ratio is not None and not 0.0 <= val_ratio <= 1.0:
         raise ValueError(f"val_ratio must be in [0, 1], got {val_ratio}")
     groups: dict[str, list[TaskRow]] = {split: [] for split in SPLITS}
     seen: dict[str, int] = {}
@@ -65,7 +66,7 @@ def split_tasks(tasks: Iterable[TaskRow], val_ratio: float = DEFAULT_VAL_RATIO) 
         if task.task_id in seen:
             raise DatasetWriteError(f"duplicate task_id {task.task_id!r} (tasks {seen[task.task_id]} and {position})")
         seen[task.task_id] = position
-        split = split_for(task.task_id, val_ratio)
+        split = task.split if val_ratio is None else split_for(task.task_id, val_ratio)
         groups[split].append(replace(task, split=split, index=len(groups[split])))
     return groups
 
@@ -74,7 +75,7 @@ def write_dataset(
     tasks: Iterable[TaskRow],
     output_dir: str | os.PathLike[str],
     *,
-    val_ratio: float = DEFAULT_VAL_RATIO,
+    val_ratio: float | None = DEFAULT_VAL_RATIO,
     overwrite: bool = False,
     formats: Sequence[str] = FORMATS,
 ) -> dict[str, Path]:

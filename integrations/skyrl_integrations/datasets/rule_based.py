@@ -18,11 +18,22 @@ Train and validation come from one stream of distinct questions, split by the ha
 
     python -m skyrl_integrations.datasets.rule_based --output-dir data/mcp --train-size 512 --val-size 64 \\
         --seed 0 --complexities single --servers market
+
+With ``--held-out-entities`` the split is by entity instead, for the templates that hold entities out
+(``price_field``, ``price_field_by_name``, ``financial_field``, ``month_end_close``): held-out questions name only
+`HELD_OUT_COMPANIES` and `HELD_OUT_MONTHS`, training questions never do, and ``--seen-val-size`` adds held-out
+questions about training entities. Each row's ``extra_info`` records its ``entity``, the ``entity_text`` the question
+writes and its ``entity_split`` (``train``, ``unseen`` or ``seen``)::
+
+    python -m skyrl_integrations.datasets.rule_based --output-dir data/mcp --train-size 72 --val-size 64 \\
+        --seen-val-size 16 --held-out-entities --complexities single,multi_step \\
+        --templates price_field,price_field_by_name,financial_field,month_end_close
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import hashlib
 import json
 import random
@@ -58,6 +69,7 @@ FREE_TEXT_ARGUMENTS: dict[tuple[str, str], frozenset[str]] = {
     ("search", "web_search"): frozenset({"query", "max_results"}),
     ("python", "run_python"): frozenset({"code", "timeout_s"}),
     ("slack", "search_messages"): frozenset({"query"}),
+    ("market", "search_tickers"): frozenset({"query"}),
 }
 """Arguments left out of a row's ``params``: the model's own wording of them is as good as ours."""
 EXTRA_TOOL_BUDGET = 3
@@ -89,6 +101,10 @@ class Draft:
     calls: tuple[Call, ...]
     answer: Callable[[list[Any]], str | None]
     answer_match: str = "numeric"
+    entity: str | None = None
+    """What the question is about, for templates that hold entities out (a ticker, or ticker/month)."""
+    entity_text: str | None = None
+    """The entity as the question writes it (a ticker or a company name)."""
 
 
 @dataclass(frozen=True)
@@ -97,14 +113,17 @@ class Template:
     complexity: str
     servers: tuple[str, ...]
     make: Callable[[random.Random, Universe], Draft]
+    holds_out: bool = False
+    """Whether its questions draw their entities from `Universe.companies` / `Universe.months` only, so that
+    ``held_out_entities`` can keep them out of training."""
 
 
 TEMPLATES: dict[str, Template] = {}
 
 
-def _template(name: str, complexity: str, *servers: str):
+def _template(name: str, complexity: str, *servers: str, holds_out: bool = False):
     def register(make: Callable[[random.Random, Universe], Draft]) -> Callable[[random.Random, Universe], Draft]:
-        TEMPLATES[name] = Template(name, complexity, servers, make)
+        TEMPLATES[name] = Template(name, complexity, servers, make, holds_out)
         return make
 
     return register
@@ -113,8 +132,36 @@ def _template(name: str, complexity: str, *servers: str):
 # ----------------------------------------------------------------------------------------------- sampling data
 
 
+HELD_OUT_COMPANIES = frozenset({"JNJ", "KO", "MSFT", "TSLA", "PMBK", "QBTL", "TRLX"})
+"""Under ``held_out_entities`` only held-out questions name these companies: four real ones and three fictional
+ones (never CDRW or NWGD, which examples/mcp/demonstrations.json shows)."""
+HELD_OUT_MONTHS = frozenset({3, 6, 9, 12})
+"""Under ``held_out_entities`` only held-out questions ask about these months of 2024 (March and June end on a
+weekend, September and December on a trading day, as do two of the eight training months)."""
+ENTITY_POOLS = ("all", "train", "held_out")
+
+
 class Universe:
-    """What templates sample from: the servers' own data modules, loaded on first use."""
+    """What templates sample from: the servers' own data modules, loaded on first use. ``entities`` picks the
+    companies and months of templates that hold entities out: ``all``, those of ``train`` or the ``held_out`` ones."""
+
+    def __init__(self, entities: str = "all") -> None:
+        if entities not in ENTITY_POOLS:
+            raise TaskGenerationError(f"entities must be one of {ENTITY_POOLS}, got {entities!r}")
+        self.entities = entities
+
+    def _in_pool(self, held_out: bool) -> bool:
+        return self.entities == "all" or (self.entities == "held_out") == held_out
+
+    @cached_property
+    def companies(self) -> list:
+        """The companies of this pool, by ticker."""
+        return [self.market.companies[t] for t in self.tickers if self._in_pool(t in HELD_OUT_COMPANIES)]
+
+    @cached_property
+    def months(self) -> list[int]:
+        """The months of 2024 of this pool."""
+        return [m for m in range(1, 13) if self._in_pool(m in HELD_OUT_MONTHS)]
 
     @cached_property
     def market(self):
@@ -187,6 +234,7 @@ _STOCK_FIELDS = {
     "close_price": ("close", "What was the closing price of {t} on {d}?"),
     "open_price": ("open", "What was the opening price of {t} on {d}?"),
     "high_price": ("high", "What was the highest price of {t} on {d}?"),
+    "low_price": ("low", "What was the lowest price of {t} on {d}?"),
     "volume": ("volume", "How many {t} shares traded on {d}?"),
 }
 
@@ -326,6 +374,68 @@ def _revenue_change(rng: random.Random, u: Universe) -> Draft:
     question = f"By how many millions of USD did {ticker}'s revenue change from {first} to {second}?"
     key = "revenue_usd_millions"
     return Draft(question, calls, lambda out: _number(round(out[1][key] - out[0][key], 1)))
+
+
+# Templates that hold their entities out (`Universe.companies`, `Universe.months`): the field asked varies, so no
+# fixed answer fits, and the by-name and month-end questions need a call that finds the next call's argument.
+
+
+@_template("price_field", "single", "market", holds_out=True)
+def _price_field(rng: random.Random, u: Universe) -> Draft:
+    """Open, high, low, close or volume of a stock named by its ticker."""
+    company, day = rng.choice(u.companies), rng.choice(u.stock_days)
+    key, question = _STOCK_FIELDS[rng.choice(sorted(_STOCK_FIELDS))]
+    call = Call("market", "get_stock_price", {"ticker": company.ticker, "date": day})
+    text = question.format(t=company.ticker, d=day)
+    return Draft(text, (call,), lambda out: _number(out[0][key]), entity=company.ticker, entity_text=company.ticker)
+
+
+@_template("price_field_by_name", "multi_step", "market", holds_out=True)
+def _price_field_by_name(rng: random.Random, u: Universe) -> Draft:
+    """A field of a stock named by its company: `search_tickers` finds the ticker `get_stock_price` takes (a model
+    may also know a real company's ticker)."""
+    company, day = rng.choice(u.companies), rng.choice(u.stock_days)
+    key, question = _STOCK_FIELDS[rng.choice(sorted(_STOCK_FIELDS))]
+    calls = (
+        Call("market", "search_tickers", {"query": company.name}),
+        Call("market", "get_stock_price", lambda out: {"ticker": out[0]["results"][0]["ticker"], "date": day}),
+    )
+
+    def answer(out: list[Any]) -> str | None:
+        return _number(out[1][key]) if out[1]["ticker"] == company.ticker else None
+
+    text = question.format(t=company.name, d=day)
+    return Draft(text, calls, answer, entity=company.ticker, entity_text=company.name)
+
+
+@_template("financial_field", "single", "market", holds_out=True)
+def _financial_field(rng: random.Random, u: Universe) -> Draft:
+    """Revenue, net income or EPS of a company in a quarter or fiscal year."""
+    company, period = rng.choice(u.companies), rng.choice(_PERIODS)
+    key, question = _FINANCIAL_FIELDS[rng.choice(sorted(_FINANCIAL_FIELDS))]
+    call = Call("market", "get_financials", {"ticker": company.ticker, "period": period})
+    text = question.format(t=company.ticker, p=period)
+    return Draft(text, (call,), lambda out: _number(out[0][key]), entity=company.ticker, entity_text=company.ticker)
+
+
+@_template("month_end_close", "single", "market", holds_out=True)
+def _month_end_close(rng: random.Random, u: Universe) -> Draft:
+    """The close on the last trading day of a month, which the question does not date: the month's price history
+    shows it (its last row)."""
+    company, month = rng.choice(u.companies), rng.choice(u.months)
+    first = dt.date(2024, month, 1)
+    last = dt.date(2024 + month // 12, month % 12 + 1, 1) - dt.timedelta(days=1)
+    arguments = {"ticker": company.ticker, "start_date": first.isoformat(), "end_date": last.isoformat()}
+    call = Call("market", "get_price_history", arguments)
+    question = f"What was the closing price of {company.ticker} on the last trading day of {first:%B} 2024?"
+    entity = f"{company.ticker}/{first:%Y-%m}"
+    return Draft(
+        question,
+        (call,),
+        lambda out: _number(out[0]["results"][-1]["close"]),
+        entity=entity,
+        entity_text=company.ticker,
+    )
 
 
 # ----------------------------------------------------------------------------------------------- search
@@ -697,6 +807,8 @@ def generate_tasks(
     templates: Sequence[str] | None = None,
     balance_templates: bool = False,
     extra_turns: int = EXTRA_TURNS,
+    held_out_entities: bool = False,
+    seen_val_size: int = 0,
     runner: ToolRunner | None = None,
 ) -> list[TaskRow]:
     """``train_size`` + ``val_size`` distinct tasks, each in the split ``io.split_for(task_id, val_ratio)`` assigns
@@ -708,77 +820,178 @@ def generate_tasks(
     one more when a split does not divide evenly). A question's ``max_turns`` is a turn per tool call of its solution,
     one to answer, and ``extra_turns`` more.
 
+    With ``held_out_entities`` the split is by entity instead (then pass ``val_ratio=None`` to ``io.write_dataset``):
+    training questions name only training companies and months, the ``val_size`` held-out ones only
+    `HELD_OUT_COMPANIES` and `HELD_OUT_MONTHS` (``extra_info.entity_split`` "unseen"), and ``seen_val_size`` more
+    held-out questions name training entities in questions training does not ask ("seen", ``data_source`` ending in
+    ``/seen``); every template must hold entities out (`Template.holds_out`) and gets an equal share of each.
+
     Every row offers the agent every tool of ``servers`` (``extra_info.servers`` / ``extra_info.tools``), so the
     tool is the agent's choice; ``data_source`` is ``mcp/<server of the first call>/<template>``, so eval figures
     come per template."""
-    if train_size < 0 or val_size < 0 or train_size + val_size == 0:
+    if min(train_size, val_size, seen_val_size) < 0 or train_size + val_size == 0:
         raise TaskGenerationError(f"need a positive number of tasks, got train={train_size} validation={val_size}")
     if extra_turns < 0:
         raise TaskGenerationError(f"extra_turns must be >= 0, got {extra_turns}")
+    if seen_val_size and not held_out_entities:
+        raise TaskGenerationError("seen_val_size needs held_out_entities: without it every entity is seen")
     options = _options(complexities, servers, templates)
-    val_ratio = val_size / (train_size + val_size)
-    wanted = {"train": train_size, "validation": val_size}
     eligible = list({t.name: t for ts in options.templates.values() for t in ts}.values())
-    quotas = {split: _shares(size, [t.name for t in eligible]) for split, size in wanted.items()}
-    rows: dict[str, list[TaskRow]] = {"train": [], "validation": []}
-    made: dict[str, Counter] = {split: Counter() for split in rows}
-    seen: set[str] = set()
-    rng = random.Random(seed)
-    universe = Universe()
+    if held_out_entities:
+        _check_holds_out(eligible)
     owned = runner is None
     runner = runner or ToolRunner()
-    attempts, max_attempts = 0, MAX_ATTEMPTS_PER_TASK * (train_size + val_size)
     try:
-        offered = [tool for server in options.servers for tool in runner.tool_names(server)]
-        while any(len(rows[s]) < wanted[s] for s in rows):
-            attempts += 1
-            if attempts > max_attempts:
-                raise TaskGenerationError(
-                    f"only {len(rows['train'])}/{train_size} train and {len(rows['validation'])}/{val_size} "
-                    f"validation distinct questions after {max_attempts} drafts for servers {list(servers)} and "
-                    f"complexities {list(complexities)}: ask for fewer questions or allow more servers/complexities"
-                )
-            if balance_templates:
-                open_ = [t for t in eligible if any(made[s][t.name] < quotas[s][t.name] for s in rows)]
-                template = rng.choice(open_)
-            else:
-                template = rng.choice(options.templates[rng.choice(options.complexities)])
-            draft = template.make(rng, universe)
-            if draft.question in seen:
-                continue
-            seen.add(draft.question)
-            ran = _run(draft, runner)
-            if ran is None:
-                continue
-            task_id = _task_id(draft, template, ran.steps)
-            split = split_for(task_id, val_ratio)
-            full = made[split][template.name] >= quotas[split][template.name] if balance_templates else False
-            if full or len(rows[split]) >= wanted[split]:
-                continue
-            made[split][template.name] += 1
-            rows[split].append(
-                TaskRow(
-                    task_id=task_id,
-                    system_prompt=SYSTEM_PROMPT,
-                    user_prompt=draft.question,
-                    tool_sequence=ran.steps,
-                    expected_answer=ran.answer,
-                    answer_match=draft.answer_match,
-                    tolerance=ran.tolerance,
-                    servers=list(options.servers),
-                    tools=offered,
-                    max_servers=len({step.server for step in ran.steps}),
-                    max_tools=len(ran.steps) + EXTRA_TOOL_BUDGET,
-                    max_turns=len(ran.steps) + 1 + extra_turns,
-                    split=split,
-                    data_source=f"{DATA_SOURCE_PREFIX}{ran.steps[0].server}/{template.name}",
-                    extra={"template": template.name, "generator": "rule_based"},
-                )
-            )
+        maker = _RowMaker(
+            options, runner, extra_turns, max_drafts=MAX_ATTEMPTS_PER_TASK * (train_size + val_size + seen_val_size)
+        )
+        rng = random.Random(seed)
+        if held_out_entities:
+            return _by_entity(maker, rng, eligible, train_size, val_size, seen_val_size)
+        return _by_hash(maker, rng, options, eligible, train_size, val_size, balance_templates)
     finally:
         if owned:
             runner.close()
+
+
+def _check_holds_out(templates: Sequence[Template]) -> None:
+    others = sorted(t.name for t in templates if not t.holds_out)
+    if others:
+        holding = sorted(t.name for t in TEMPLATES.values() if t.holds_out)
+        raise TaskGenerationError(
+            f"held_out_entities: templates {others} do not hold entities out; choose among {holding} (--templates)"
+        )
+
+
+class _RowMaker:
+    """Turns drafts into rows: runs them, drops repeated questions and drafts without an answer, counts drafts."""
+
+    def __init__(self, options: _Options, runner: ToolRunner, extra_turns: int, max_drafts: int) -> None:
+        self.options = options
+        self.runner = runner
+        self.extra_turns = extra_turns
+        self.max_drafts = max_drafts
+        self.drafts = 0
+        self.questions: set[str] = set()
+        self.offered = [tool for server in options.servers for tool in runner.tool_names(server)]
+        self._universes: dict[str, Universe] = {}
+
+    def universe(self, entities: str) -> Universe:
+        """The `Universe` of an entity pool, one per pool (its data is loaded once)."""
+        return self._universes.setdefault(entities, Universe(entities))
+
+    def count_draft(self, made: str) -> None:
+        """Count one draft; ``made`` says how far the splits are, for the error when the drafts run out."""
+        self.drafts += 1
+        if self.drafts > self.max_drafts:
+            raise TaskGenerationError(
+                f"only {made} distinct questions after {self.max_drafts} drafts for servers "
+                f"{list(self.options.servers)} and complexities {list(self.options.complexities)}: ask for fewer "
+                "questions or allow more servers/complexities"
+            )
+
+    def run(self, draft: Draft, template: Template) -> tuple[str, _Ran] | None:
+        """``(task_id, ran)`` of a new question whose calls support an answer, else ``None``."""
+        if draft.question in self.questions:
+            return None
+        self.questions.add(draft.question)
+        ran = _run(draft, self.runner)
+        return None if ran is None else (_task_id(draft, template, ran.steps), ran)
+
+    def row(
+        self, task_id: str, draft: Draft, template: Template, ran: _Ran, split: str, entity_split: str | None = None
+    ) -> TaskRow:
+        extra: dict[str, Any] = {"template": template.name, "generator": "rule_based"}
+        if draft.entity is not None:
+            extra.update(entity=draft.entity, entity_text=draft.entity_text)
+        if entity_split is not None:
+            extra["entity_split"] = entity_split
+        label = f"{template.name}/seen" if entity_split == "seen" else template.name
+        return TaskRow(
+            task_id=task_id,
+            system_prompt=SYSTEM_PROMPT,
+            user_prompt=draft.question,
+            tool_sequence=ran.steps,
+            expected_answer=ran.answer,
+            answer_match=draft.answer_match,
+            tolerance=ran.tolerance,
+            servers=list(self.options.servers),
+            tools=self.offered,
+            max_servers=len({step.server for step in ran.steps}),
+            max_tools=len(ran.steps) + EXTRA_TOOL_BUDGET,
+            max_turns=len(ran.steps) + 1 + self.extra_turns,
+            split=split,
+            data_source=f"{DATA_SOURCE_PREFIX}{ran.steps[0].server}/{label}",
+            extra=extra,
+        )
+
+
+def _by_hash(
+    maker: _RowMaker,
+    rng: random.Random,
+    options: _Options,
+    eligible: list[Template],
+    train_size: int,
+    val_size: int,
+    balance_templates: bool,
+) -> list[TaskRow]:
+    """One stream of distinct questions, each in the split the hash of its task id gives."""
+    val_ratio = val_size / (train_size + val_size)
+    wanted = {"train": train_size, "validation": val_size}
+    quotas = {split: _shares(size, [t.name for t in eligible]) for split, size in wanted.items()}
+    rows: dict[str, list[TaskRow]] = {"train": [], "validation": []}
+    made: dict[str, Counter] = {split: Counter() for split in rows}
+    while any(len(rows[s]) < wanted[s] for s in rows):
+        maker.count_draft(
+            f"{len(rows['train'])}/{train_size} train and {len(rows['validation'])}/{val_size} validation"
+        )
+        if balance_templates:
+            open_ = [t for t in eligible if any(made[s][t.name] < quotas[s][t.name] for s in rows)]
+            template = rng.choice(open_)
+        else:
+            template = rng.choice(options.templates[rng.choice(options.complexities)])
+        draft = template.make(rng, maker.universe("all"))
+        made_row = maker.run(draft, template)
+        if made_row is None:
+            continue
+        task_id, ran = made_row
+        split = split_for(task_id, val_ratio)
+        full = made[split][template.name] >= quotas[split][template.name] if balance_templates else False
+        if full or len(rows[split]) >= wanted[split]:
+            continue
+        made[split][template.name] += 1
+        rows[split].append(maker.row(task_id, draft, template, ran, split))
     return rows["train"] + rows["validation"]
+
+
+def _by_entity(
+    maker: _RowMaker,
+    rng: random.Random,
+    eligible: list[Template],
+    train_size: int,
+    val_size: int,
+    seen_val_size: int,
+) -> list[TaskRow]:
+    """Training questions from the training entities, then the unseen and the seen held-out ones, each an equal
+    share per template."""
+    buckets = (("train", "train", "train", train_size), ("validation", "unseen", "held_out", val_size))
+    buckets += (("validation", "seen", "train", seen_val_size),)
+    rows: list[TaskRow] = []
+    for split, entity_split, pool, size in buckets:
+        quota = _shares(size, [t.name for t in eligible])
+        made: Counter = Counter()
+        universe = maker.universe(pool)
+        while sum(made.values()) < size:
+            maker.count_draft(f"{sum(made.values())}/{size} {entity_split}")
+            template = rng.choice([t for t in eligible if made[t.name] < quota[t.name]])
+            draft = template.make(rng, universe)
+            made_row = maker.run(draft, template)
+            if made_row is None:
+                continue
+            task_id, ran = made_row
+            made[template.name] += 1
+            rows.append(maker.row(task_id, draft, template, ran, split, entity_split))
+    return rows
 
 
 def _shares(size: int, names: Sequence[str]) -> dict[str, int]:
@@ -811,6 +1024,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default=EXTRA_TURNS,
         help=f"turns per question beyond one per tool call and one to answer (default {EXTRA_TURNS})",
     )
+    parser.add_argument(
+        "--held-out-entities",
+        action="store_true",
+        help="split by entity: held-out questions name companies and months no training question names "
+        "(templates that hold entities out only)",
+    )
+    parser.add_argument(
+        "--seen-val-size",
+        type=int,
+        default=0,
+        help="with --held-out-entities: this many more held-out questions about training entities (the 'seen' split)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--no-jsonl", action="store_true", help="write only the .parquet files")
     args = parser.parse_args(argv)
@@ -823,11 +1048,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         templates=args.templates,
         balance_templates=args.balance_templates,
         extra_turns=args.extra_turns,
+        held_out_entities=args.held_out_entities,
+        seen_val_size=args.seen_val_size,
     )
     paths = write_dataset(
         tasks,
         args.output_dir,
-        val_ratio=args.val_size / (args.train_size + args.val_size),
+        val_ratio=None if args.held_out_entities else args.val_size / (args.train_size + args.val_size),
         overwrite=args.overwrite,
         formats=("parquet",) if args.no_jsonl else ("parquet", "jsonl"),
     )

@@ -54,7 +54,13 @@ def test_tool_argument_errors(make_row, observation):
 
 @pytest.mark.parametrize(
     "observation",
-    ["404 Not Found", "Unknown ticker: ZZZZ", "Order #123 does not exist", "No such file: notes.txt"],
+    [
+        "404 Not Found",
+        "Unknown ticker: ZZZZ",
+        "Unknown crypto symbol: search_tickers finds crypto symbols by coin name",
+        "Order #123 does not exist",
+        "No such file: notes.txt",
+    ],
 )
 def test_resource_not_found(make_row, observation):
     assert categories(make_row(0.0, CALL, ("tool", observation), ("assistant", "I could not."))) == [

@@ -32,6 +32,15 @@ def test_split_tasks_numbers_each_split_from_zero(make_task):
     assert {t.split for t in groups["validation"]} == {"validation"}
 
 
+def test_without_a_val_ratio_each_task_keeps_its_own_split(make_task):
+    tasks = [make_task("market-0001", split="validation"), make_task("market-0002"), make_task("market-0003")]
+    groups = split_tasks(tasks, val_ratio=None)
+    assert {split: [(t.task_id, t.index) for t in group] for split, group in groups.items()} == {
+        "train": [("market-0002", 0), ("market-0003", 1)],
+        "validation": [("market-0001", 0)],
+    }
+
+
 def test_duplicate_task_ids_are_refused(make_task):
     with pytest.raises(DatasetWriteError, match=r"duplicate task_id 'market-0001' \(tasks 0 and 2\)"):
         split_tasks([make_task("market-0001"), make_task("market-0002"), make_task("market-0001")])

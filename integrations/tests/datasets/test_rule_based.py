@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import random
+from unittest.mock import ANY
 
 import pyarrow.parquet as pq
 import pytest
 
 from skyrl_integrations.datasets.rule_based import (
+    HELD_OUT_COMPANIES,
+    HELD_OUT_MONTHS,
     SYSTEM_PROMPT,
     TEMPLATES,
     TaskGenerationError,
     ToolRunner,
+    Universe,
+    _run,
     answer_tolerance,
     generate_tasks,
     main,
@@ -19,6 +25,7 @@ from skyrl_integrations.datasets.rule_based import (
 from skyrl_integrations.datasets.schema import complexity_for, validate_row
 from skyrl_integrations.mcp.client import MCPToolGroup
 from skyrl_integrations.mcp.scoring import NUMERIC_REL_TOL, GroundTruth, answer_matches
+from skyrl_integrations.mcp.servers.market.data import MARKET
 from skyrl_integrations.mcp.spec import MCPServerSpec
 
 
@@ -29,10 +36,10 @@ def market_tasks():
 
 def test_default_tasks_are_single_market_questions_with_answers_from_the_server(market_tasks):
     assert [(t.split, t.user_prompt, t.expected_answer) for t in market_tasks] == [
-        ("train", "What was the closing price of Microsoft Corporation stock on 2024-05-30?", "323.52"),
-        ("train", "How many employees does The Coca-Cola Company have?", "79100"),
-        ("train", "What was GOOGL's earnings per share (EPS) in FY2024?", "6.29"),
-        ("validation", "What was QBTL's earnings per share (EPS) in 2023-Q1?", "-0.16"),
+        ("train", "What was MSFT's net income in 2024-Q4, in millions of USD?", "17548.5"),
+        ("train", "What was the closing price of XRP on 2024-03-12?", "0.7107"),
+        ("train", "How many GOOGL shares traded on 2024-08-19?", "7877627"),
+        ("validation", "What was AMZN's earnings per share (EPS) in 2024-Q1?", "0.85"),
     ]
 
 
@@ -53,18 +60,18 @@ def test_rows_follow_the_dataset_contract(market_tasks):
         "data_source": "mcp/market/eps",
         "prompt": [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": "What was QBTL's earnings per share (EPS) in 2023-Q1?"},
+            {"role": "user", "content": "What was AMZN's earnings per share (EPS) in 2024-Q1?"},
         ],
         "env_class": "mcp_tool",
         "reward_spec": {
             "method": "rule",
             "ground_truth": {
-                "task_id": "market-eps-7d09a5cdae",
+                "task_id": "market-eps-9b7a611bb5",
                 "complexity": "single",
                 "max_turns": 3,  # a call, an answer, and a turn for a look-up or a corrected call
                 "success": {
                     "must_call_tool": True,
-                    "expected_answer": "-0.16",
+                    "expected_answer": "0.85",
                     "answer_match": "numeric",
                     "tolerance": 0.001,
                 },
@@ -73,7 +80,7 @@ def test_rows_follow_the_dataset_contract(market_tasks):
                         "step": 1,
                         "server": "market",
                         "tool": "get_financials",
-                        "params": {"ticker": "QBTL", "period": "2023-Q1"},
+                        "params": {"ticker": "AMZN", "period": "2024-Q1"},
                     }
                 ],
                 "limits": {"max_servers": 1, "max_tools": 4},
@@ -97,7 +104,7 @@ def test_expected_answer_is_what_replaying_the_tool_sequence_returns(market_task
     assert str(result["eps"]) == market_tasks[3].expected_answer
 
 
-@pytest.mark.parametrize("reply", ["-0.16", "-0.16 USD", "The EPS was -0.16."])
+@pytest.mark.parametrize("reply", ["0.85", "0.85 USD", "The EPS was 0.85."])
 def test_numeric_answers_match_common_formattings(market_tasks, reply):
     truth = GroundTruth.parse(market_tasks[3].to_row()["reward_spec"]["ground_truth"])
     assert answer_matches(truth, reply)
@@ -269,3 +276,121 @@ def test_balanced_templates_get_equal_shares_of_each_split_and_a_data_source_eac
     }
     assert per_split == {"train": sorted(templates * 3), "validation": sorted(templates * 2)}
     assert {t.data_source for t in tasks} == {f"mcp/market/{name}" for name in templates}
+
+
+HOLDING_OUT = ["price_field", "price_field_by_name", "financial_field", "month_end_close"]
+
+
+@pytest.fixture(scope="module")
+def entity_tasks():
+    return generate_tasks(
+        24,
+        8,
+        seed=0,
+        complexities=["single", "multi_step"],
+        templates=HOLDING_OUT,
+        held_out_entities=True,
+        seen_val_size=8,
+    )
+
+
+def _companies(tasks):
+    return {t.extra["entity"].partition("/")[0] for t in tasks}
+
+
+def _months(tasks):
+    return {int(t.extra["entity"][-2:]) for t in tasks if "/" in t.extra["entity"]}
+
+
+def test_held_out_questions_name_no_company_or_month_of_training(entity_tasks):
+    train = [t for t in entity_tasks if t.split == "train"]
+    unseen = [t for t in entity_tasks if t.extra.get("entity_split") == "unseen"]
+    assert _companies(unseen) <= HELD_OUT_COMPANIES and _companies(train).isdisjoint(HELD_OUT_COMPANIES)
+    assert _months(unseen) <= HELD_OUT_MONTHS and _months(train).isdisjoint(HELD_OUT_MONTHS)
+
+
+def test_seen_questions_name_training_entities_in_questions_training_does_not_ask(entity_tasks):
+    train = [t for t in entity_tasks if t.split == "train"]
+    seen = [t for t in entity_tasks if t.extra.get("entity_split") == "seen"]
+    assert _companies(seen).isdisjoint(HELD_OUT_COMPANIES) and _months(seen).isdisjoint(HELD_OUT_MONTHS)
+    assert {t.user_prompt for t in seen}.isdisjoint(t.user_prompt for t in train)
+    assert {t.split for t in seen} == {"validation"}
+
+
+def test_each_split_has_an_equal_share_per_template_and_seen_rows_a_data_source_of_their_own(entity_tasks):
+    counts = {}
+    for task in entity_tasks:
+        key = (task.extra["entity_split"], task.data_source)
+        counts[key] = counts.get(key, 0) + 1
+    assert counts == {
+        **{("train", f"mcp/market/{name}"): 6 for name in HOLDING_OUT},
+        **{("unseen", f"mcp/market/{name}"): 2 for name in HOLDING_OUT},
+        **{("seen", f"mcp/market/{name}/seen"): 2 for name in HOLDING_OUT},
+    }
+
+
+def test_a_by_name_question_names_the_company_and_finds_its_ticker_by_search(entity_tasks):
+    task = next(t for t in entity_tasks if t.extra["template"] == "price_field_by_name")
+    company = MARKET.companies[task.extra["entity"]]
+    assert (task.extra["entity_text"], company.name in task.user_prompt) == (company.name, True)
+    assert [s.to_dict() for s in task.tool_sequence] == [
+        {"step": 1, "server": "market", "tool": "search_tickers", "params": {}},
+        {"step": 2, "server": "market", "tool": "get_stock_price", "params": {"ticker": company.ticker, "date": ANY}},
+    ]
+    assert task.max_turns == 4
+
+
+def test_price_questions_ask_for_different_fields(entity_tasks):
+    asked = {
+        word
+        for t in entity_tasks
+        if t.extra["template"] == "price_field"
+        for word in ("opening", "highest", "lowest", "closing", "shares")
+        if word in t.user_prompt
+    }
+    assert len(asked) >= 3
+
+
+def test_month_end_close_is_the_close_of_the_months_last_trading_day():
+    runner = ToolRunner()
+    try:
+        u = Universe()
+        draft = _month_end_draft(u)
+        ran = _run(draft, runner)
+    finally:
+        runner.close()
+    # 2024-03-31 is a Sunday and 2024-03-29 Good Friday: the last trading day is 2024-03-28 (MSFT closed at 331.0).
+    assert (draft.question, ran.answer) == (
+        "What was the closing price of MSFT on the last trading day of March 2024?",
+        "331",
+    )
+    assert ran.steps[0].params == {"ticker": "MSFT", "start_date": "2024-03-01", "end_date": "2024-03-31"}
+
+
+def _month_end_draft(u):
+    """A month-end draft for MSFT and March, from a random generator that draws them."""
+    for seed in range(500):
+        draft = TEMPLATES["month_end_close"].make(random.Random(seed), u)
+        if draft.entity == "MSFT/2024-03":
+            return draft
+    raise AssertionError("no seed below 500 draws MSFT and March")
+
+
+def test_held_out_entities_refuse_templates_that_do_not_hold_entities_out():
+    with pytest.raises(TaskGenerationError, match=r"templates \['close_price'\] do not hold entities out; choose"):
+        generate_tasks(4, 2, templates=["close_price", "price_field"], held_out_entities=True)
+
+
+def test_a_seen_split_needs_held_out_entities():
+    with pytest.raises(TaskGenerationError, match="seen_val_size needs held_out_entities"):
+        generate_tasks(4, 2, templates=["price_field"], seen_val_size=2)
+
+
+def test_cli_with_held_out_entities_keeps_the_generators_split(tmp_path):
+    main(
+        ["--output-dir", str(tmp_path), "--train-size", "4", "--val-size", "2", "--seen-val-size", "2"]
+        + ["--templates", "price_field,financial_field", "--held-out-entities"]
+    )
+    train, validation = (pq.read_table(tmp_path / f"{s}.parquet").to_pylist() for s in ("train", "validation"))
+    assert [r["extra_info"]["entity_split"] for r in train] == ["train"] * 4
+    assert sorted(r["extra_info"]["entity_split"] for r in validation) == ["seen", "seen", "unseen", "unseen"]

@@ -102,7 +102,7 @@ def test_execute_reports_a_failing_call(make_task, tmp_path):
     ((row, key, message),) = [(p.row, p.field, p.message) for p in report.problems]
     assert (row, key) == (0, "reward_spec.ground_truth.tool_sequence[0]")
     assert message.startswith("get_stock_price failed on replay (tool_error): ")
-    assert "Unknown ticker 'ZZZZ'" in message
+    assert message.endswith("Unknown ticker: search_tickers finds tickers by company name")
 
 
 def test_execute_reports_a_server_that_is_not_bundled(make_task, tmp_path):

@@ -133,9 +133,20 @@ class CheckpointManager:
         """Write checkpoint `global_step`: `write_contents(folder)` fills a staging folder, then it is committed
         and handed to the sink."""
         self.sink.before_save(self, global_step)
-        final = self.install(global_step, write_contents)
+        try:
+            final = self.install(global_step, write_contents)
+        except CheckpointError:
+            raise
+        except Exception as exc:  # what libraries raise for an OSError of their own (tokenizers: a plain Exception)
+            raise self._write_error(global_step, exc) from exc
         self.sink.after_save(self, global_step, final)
         return final
+
+    def _write_error(self, global_step: int, why: object) -> CheckpointError:
+        return CheckpointError(
+            f"could not write checkpoint {self.root / step_dir_name(global_step)} ({why}); the previous checkpoint "
+            f"(step {self.latest_step()}) is intact"
+        )
 
     def install(self, global_step: int, write_contents: Callable[[Path], None]) -> Path:
         """Commit checkpoint `global_step` filled by `write_contents(folder)` without calling the sink (a sink uses
@@ -152,10 +163,7 @@ class CheckpointManager:
         except BaseException as exc:
             remove_tree(staging)
             if isinstance(exc, OSError):
-                raise CheckpointError(
-                    f"could not write checkpoint {final} ({exc.strerror or exc}); the previous checkpoint "
-                    f"(step {self.latest_step()}) is intact"
-                ) from exc
+                raise self._write_error(global_step, exc.strerror or exc) from exc
             raise
         replace_dir(staging, final)  # re-saving an existing step (e.g. from an older resume point) replaces it
         atomic_write_text(self.pointer_file, f"{global_step}\n")

@@ -48,7 +48,6 @@ BASE_CONFIG_PATH = CONFIG_DIR / f"{CONFIG_NAME}.yaml"
 _UNSUPPORTED_PREFIXES = {
     "trainer.policy.megatron_config": "the Megatron strategy is not supported in this fork",
     "trainer.ref.megatron_config": "the Megatron strategy is not supported in this fork",
-    "trainer.fully_async": "upstream's fully-async trainer is not supported in this fork",
     "generator.external_proxy_url": "upstream's new inference-server path is not supported in this fork",
     "generator.external_server_urls": "upstream's new inference-server path is not supported in this fork",
 }

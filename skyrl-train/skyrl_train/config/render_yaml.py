@@ -75,6 +75,13 @@ UPSTREAM_DEVIATIONS = [
         "false",
         "Optimizer offload is not implemented (true is refused): a default must not claim a feature the code lacks.",
     ),
+    (
+        "trainer.fully_async.max_staleness_steps",
+        "4",
+        "0",
+        "The default run stays the synchronous loop: asynchronous training needs remote engines "
+        "(generator.run_engines_locally=false), which the default config does not have.",
+    ),
 ]
 
 NOT_IMPLEMENTED_MARK = "[not implemented: refused unless default]"
@@ -208,8 +215,8 @@ def render_docs() -> str:
         "`skyrl_train/config/validate.py` (`validate_cfg`).",
         "",
         "Names and defaults follow upstream SkyRL. Not supported in this fork (rejected with a clear error):",
-        "`trainer.strategy=megatron` / `fsdp` and every `megatron_config` key, `generator.backend=sglang`, the",
-        "fully-async trainer (`trainer.fully_async`) and the new inference-server path (`generator.external_*`).",
+        "`trainer.strategy=megatron` / `fsdp` and every `megatron_config` key, `generator.backend=sglang` and the",
+        "new inference-server path (`generator.external_*`).",
         "",
         f"Keys marked **{NOT_IMPLEMENTED_MARK}** are declared for upstream compatibility but nothing in this fork",
         "reads them yet (sample packing, flash-attn, expert parallelism, ...): any value other",

@@ -39,6 +39,7 @@ __all__ = [
     "RefConfig",
     "CriticConfig",
     "S3Config",
+    "FullyAsyncConfig",
     "KLCtrlConfig",
     "OffPolicyCorrectionConfig",
     "SAPOConfig",
@@ -329,6 +330,24 @@ class S3Config:
     )
 
 
+@dataclass
+class FullyAsyncConfig:
+    max_staleness_steps: int = knob(
+        0,
+        "Asynchronous training: generation runs ahead of the trained policy by at most this many weight versions "
+        "and groups are trained in the order they finish; rows older than this are dropped and their prompts "
+        "generated again. 0 = the synchronous loop (upstream's default is 4).",
+    )
+    num_parallel_generation_workers: int = knob(
+        768, "Prompt groups (n_samples_per_prompt trajectories each) generated at the same time when asynchronous."
+    )
+    default_correction: bool = knob(
+        True,
+        "When asynchronous with no off_policy_correction rule set: token TIS (tis_ratio_type=token) against the "
+        "rollout logprobs, the behaviour policy's; false trains rows up to max_staleness_steps old uncorrected.",
+    )
+
+
 STRATEGIES = ("single", "fsdp2")
 """The `trainer.strategy` values: ``single`` trains in this process, ``fsdp2`` on Ray actors, one per rank.
 `skyrl_train.strategies` implements each (a test checks that its registry names exactly these)."""
@@ -377,6 +396,9 @@ class TrainerConfig:
         None, "Run whose newest S3 checkpoint starts this run when it has none of its own; null = env RESUME_RUN_NAME."
     )
     s3: S3Config = section(S3Config, "S3 checkpoint and eval-dump sink.")
+    fully_async: FullyAsyncConfig = section(
+        FullyAsyncConfig, "Asynchronous training: generation overlaps the policy update, with bounded staleness."
+    )
     gradient_checkpointing: bool = knob(True, "Recompute activations in backward to save memory.")
     gradient_checkpointing_use_reentrant: bool = knob(False, "Use torch's reentrant checkpointing.")
     max_infra_failure_ratio: float = knob(
@@ -384,7 +406,15 @@ class TrainerConfig:
         "A step in which more than this fraction of trajectories are infrastructure failures stops the run, naming "
         "the count per stop reason and a sample error; exactly this fraction goes on. 0 = stop on any, 1.0 = never.",
     )
-    seed: int = knob(42, "Random seed for data order, sampling and init.")
+    seed: int = knob(
+        42,
+        "Seed of the run: data order, model init (LoRA), dropout and, where generator.sampling_params.seed or "
+        "eval_sampling_params.seed is null, each rollout request's sampling seed (derived from this and the request's "
+        "phase, step, prompt uid, sample and turn). Same seed on the same machine (same torch threads): the same "
+        "rollouts and updates, except that batched forwards of different batch compositions, which thread timing "
+        "sets, can differ in the last bits of the logits and so, rarely, flip a sampled token "
+        "(learnings/reproducibility.md).",
+    )
     bf16: bool | None = knob(
         None,
         "Train and generate in bfloat16 (true) or float32 (false); null = bfloat16 on a GPU, float32 on the CPU. "

@@ -13,8 +13,8 @@ would make it count. An entry may name the field that collects an open block's u
 The default is the schema's; a default that is an interpolation (`${trainer.rope_scaling}`) means the value of
 the key it points to in the same config. `config_reference.md` marks every key of both tables.
 
-Implementing a key = deleting its entry here and pointing its row in `tests/config/test_every_key.py` at a
-test that shows its effect.
+Implementing a key = deleting its entry here and making its row in `tests/config/test_every_key.py` an `Effect`:
+a probe run with the key set that reads a difference in what the run builds or does.
 
 The open blocks follow the same rule: keys of `generator.sampling_params` / `eval_sampling_params` beyond the
 declared ones go to the inference engine unchanged, so only those the configured backend reads are accepted
@@ -480,6 +480,12 @@ CONDITIONAL: tuple[Conditional, ...] = (
         lambda cfg: cfg.trainer.algorithm.dynamic_sampling.type == "replace",
         "trainer.algorithm.dynamic_sampling.type=replace",
         "only with dynamic_sampling.type=replace",
+    ),
+    Conditional(
+        ("trainer.fully_async.num_parallel_generation_workers", "trainer.fully_async.default_correction"),
+        lambda cfg: cfg.trainer.fully_async.max_staleness_steps > 0,
+        "asynchronous training (trainer.fully_async.max_staleness_steps > 0)",
+        "only when asynchronous",
     ),
     _lora_only("policy"),
     _lora_only("critic"),

@@ -8,7 +8,8 @@ estimators, losses, reductions, LoRA inits) against what exists. All problems ar
 one `ConfigError`, each naming its key(s). On success derived keys are filled in: `trainer.algorithm.max_seq_len` (if
 null, with the `seq_mean_token_sum_norm` reduction, the only one that reads it) and `trainer.resume_mode` (null ->
 "none"). Before any check the deprecated `trainer.algorithm.use_tis` is mapped onto `off_policy_correction` as
-upstream does (with a warning).
+upstream does (with a warning), and asynchronous training (`trainer.fully_async.max_staleness_steps > 0`) with no
+off-policy rule set gets token TIS unless `trainer.fully_async.default_correction=false`.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def validate_cfg(cfg: SkyRLConfig) -> None:
     """Check every rule; raise one `ConfigError` listing all violations, else fill in the derived keys."""
     problems: list[str] = []
     _map_deprecated_use_tis(cfg, problems)
+    _default_async_correction(cfg)
     problems += not_implemented_problems(cfg)
     _check_choices(cfg, problems)
     _check_generator(cfg, problems)
@@ -78,6 +80,7 @@ def validate_cfg(cfg: SkyRLConfig) -> None:
     _check_batch_sizes(cfg, problems)
     _check_algorithm(cfg, problems)
     _check_trainer(cfg, problems)
+    _check_fully_async(cfg, problems)
     _check_registries(cfg, problems)
     _check_schedulers(cfg, problems)
     problems += env_block_problems(cfg)
@@ -463,6 +466,59 @@ def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
         problems.append(f"trainer.s3.keep_local must be >= 0 or -1 (keep all), got {s3.keep_local}.")
     if s3.keep_remote == 0 or s3.keep_remote < -1:
         problems.append(f"trainer.s3.keep_remote must be a positive count or -1 (keep all), got {s3.keep_remote}.")
+
+
+def _default_async_correction(cfg: SkyRLConfig) -> None:
+    """Asynchronous rows come from older weights than the ones trained: with `fully_async.default_correction` and no
+    off-policy rule set, token TIS (with `token_tis_ratio_clip_high`) corrects the loss by the ratio of the trained
+    policy's logprobs to the rollout's, the behaviour policy's (idempotent)."""
+    t, opc = cfg.trainer, cfg.trainer.algorithm.off_policy_correction
+    if t.fully_async.max_staleness_steps > 0 and t.fully_async.default_correction and not opc.enabled():
+        opc.tis_ratio_type = "token"
+
+
+def _check_fully_async(cfg: SkyRLConfig, problems: list[str]) -> None:
+    """Asynchronous training needs engines that generate while the policy trains and take weight syncs while they
+    generate; that is remote engines (`python -m skyrl_train.serve` holds new requests while a sync is applied)."""
+    t, g, key = cfg.trainer, cfg.generator, "trainer.fully_async.max_staleness_steps"
+    k = t.fully_async.max_staleness_steps
+    _at_least(problems, key, k, 0)
+    _at_least(
+        problems,
+        "trainer.fully_async.num_parallel_generation_workers",
+        t.fully_async.num_parallel_generation_workers,
+        1,
+    )
+    if k <= 0:
+        return
+    if g.run_engines_locally and g.backend == "hf":
+        problems.append(
+            f"{key}={k} needs engines that generate while the policy trains, but the local hf engine generates with "
+            "the policy's own module in this process (it would read half-updated weights): use remote engines "
+            "(generator.run_engines_locally=false, e.g. python -m skyrl_train.serve)."
+        )
+    elif g.run_engines_locally and t.placement.colocate_all:
+        problems.append(
+            f"{key}={k} needs engines that generate while the policy trains, but colocated vLLM engines "
+            "(trainer.placement.colocate_all=true) sleep while it trains: use remote engines "
+            "(generator.run_engines_locally=false)."
+        )
+    elif g.run_engines_locally:
+        problems.append(
+            f"{key}={k} syncs weights while the engines generate, and a local vLLM engine would apply the update "
+            "between the tokens of the requests it is generating (it holds no request back during an update, as "
+            "python -m skyrl_train.serve does): use remote engines (generator.run_engines_locally=false)."
+        )
+    if t.algorithm.dynamic_sampling.type is not None:
+        problems.append(
+            f"{key}={k} trains prompt groups as they finish, while trainer.algorithm.dynamic_sampling.type="
+            f"{t.algorithm.dynamic_sampling.type!r} draws whole prompt batches per step: use one or the other."
+        )
+    if g.enable_http_endpoint:
+        problems.append(
+            f"{key}={k} generates without phases, while generator.enable_http_endpoint=true serves the policy only "
+            "during the trainer's generation phases: use one or the other."
+        )
 
 
 def _check_registries(cfg: SkyRLConfig, problems: list[str]) -> None:

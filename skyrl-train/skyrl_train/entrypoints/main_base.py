@@ -38,6 +38,7 @@ from skyrl_train.config import (
     split_cli_args,
 )
 from skyrl_train.dataset import PromptDataLoader, PromptDataset
+from skyrl_train.fully_async_trainer import FullyAsyncPPOTrainer
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import InferenceEngineInterface
 from skyrl_train.models import load_tokenizer
@@ -235,8 +236,14 @@ class BasePPOExp:
             ),
         )
 
+    def get_trainer_class(self) -> type[PPOTrainer]:
+        """`FullyAsyncPPOTrainer` when generation may run ahead of the update (`trainer.fully_async.
+        max_staleness_steps > 0`), else the synchronous `PPOTrainer`."""
+        return FullyAsyncPPOTrainer if self.cfg.trainer.fully_async.max_staleness_steps > 0 else PPOTrainer
+
     def get_generator(self, engine: InferenceEngineInterface, tokenizer) -> SkyRLGymGenerator:
-        return SkyRLGymGenerator(self.cfg.generator, self.cfg.environment.skyrl_gym, engine, tokenizer)
+        cfg = self.cfg
+        return SkyRLGymGenerator(cfg.generator, cfg.environment.skyrl_gym, engine, tokenizer, seed=cfg.trainer.seed)
 
     def get_http_endpoint(self, engine: InferenceEngineInterface, tokenizer) -> PolicyEndpoint | None:
         """The OpenAI-compatible endpoint over the live policy (`generator.enable_http_endpoint`), or None. It
@@ -303,7 +310,7 @@ class BasePPOExp:
         if endpoint is not None:
             generator = endpoint.serve_during_generation(generator)
         with self.get_tracker() as tracker:
-            trainer = PPOTrainer(
+            trainer = self.get_trainer_class()(
                 self.cfg,
                 tracker,
                 tokenizer,

@@ -31,6 +31,10 @@ stepped as usual, trained on like any other turn (its sampled tokens are in the 
 counted (`empty_responses`). Only an engine that returned no token at all gets a placeholder EOS, out of the
 loss, since nothing was sampled.
 
+Sampling seeds: with a `seed` (the entrypoint passes `trainer.seed`) and sampling params without one, each generation
+call of a trajectory that has a trajectory id, in a batch with metadata, samples with its own seed derived from the
+call's identity (`sampling_seeds`), so its tokens do not depend on which other requests the engine batched it with.
+
 Envs are made and driven by `EnvRunner` (`skyrl_train.generators.env_runner`): the sync/async bridge, the env thread
 pool, `env.close()` exactly once on every path, and the turn count: after `generator.max_turns` turns the episode
 ends even if the env has not said done, and the trajectory keeps its last turn's stop reason, as when an env ends it.
@@ -56,6 +60,7 @@ from skyrl_train.generators.base import (
     TrajectoryID,
 )
 from skyrl_train.generators.env_runner import EnvRunner, EnvSession, InfraFailed
+from skyrl_train.generators.sampling_seeds import TrajectorySeeds, trajectory_seeds
 from skyrl_train.generators.utils import (
     GenerationProgress,
     ObservationEncoder,
@@ -145,10 +150,19 @@ class _Rollout:
     weight_versions: list[int | None] = field(default_factory=list)
     """Each turn's weight version."""
     retokenized_turns: int = 0
+    seeds: TrajectorySeeds | None = None
+    """Where each turn's sampling seed comes from (`sampling_seeds`); None: the sampling params' own seed."""
 
     @property
     def response_length(self) -> int:
         return len(self.input_ids) - len(self.prompt_ids)
+
+    def sampling_params_of_next_turn(self, sampling_params: SamplingParams) -> SamplingParams:
+        """`sampling_params`, with the next turn's derived seed when the trajectory has `seeds`."""
+        if self.seeds is None:
+            return sampling_params
+        turns_so_far = len(self.weight_versions)  # one entry per turn added
+        return sampling_params.replace(seed=self.seeds.for_turn(turns_so_far))
 
     def add_turn(self, turn: _Turn, reward: float) -> None:
         if self.steps is not None:
@@ -187,7 +201,8 @@ class SkyRLGymGenerator(GeneratorInterface):
     """The default generator: multi-turn agent loops over skyrl-gym envs, token-in/token-out.
 
     `generator_cfg` is the `generator` config section and `skyrl_gym_cfg` is `environment.skyrl_gym` (whose
-    per-env blocks become each env's `env_config`).
+    per-env blocks become each env's `env_config`). `seed` (`trainer.seed`) seeds the requests whose sampling
+    params have no seed of their own (`sampling_seeds`); None leaves them to the engine's RNG.
     """
 
     def __init__(
@@ -196,9 +211,12 @@ class SkyRLGymGenerator(GeneratorInterface):
         skyrl_gym_cfg: SkyRLGymConfig,
         inference_engine_client: InferenceEngineInterface,
         tokenizer,
+        *,
+        seed: int | None = None,
     ):
         _validate_generator_cfg(generator_cfg)
         self.cfg = generator_cfg
+        self.seed = seed
         self.inference_engine_client = inference_engine_client
         self.tokenizer = tokenizer
         self.eos_token_id: int = tokenizer.eos_token_id
@@ -228,10 +246,13 @@ class SkyRLGymGenerator(GeneratorInterface):
         sampling_params = (
             self.default_sampling_params if sampling_params is None else resolve_sampling_params(sampling_params)
         )
+        seeds = trajectory_seeds(self.seed, sampling_params, trajectory_ids, input_batch.get("batch_metadata"))
         tasks = [
-            asyncio.ensure_future(self.agent_loop(prompt, env_class, extras, sampling_params, trajectory_id))
-            for prompt, env_class, extras, trajectory_id in zip(
-                prompts, env_classes, env_extras, trajectory_ids, strict=True
+            asyncio.ensure_future(
+                self.agent_loop(prompt, env_class, extras, sampling_params, trajectory_id, seeds=trajectory_seed)
+            )
+            for prompt, env_class, extras, trajectory_id, trajectory_seed in zip(
+                prompts, env_classes, env_extras, trajectory_ids, seeds, strict=True
             )
         ]
         progress = GenerationProgress(len(tasks), _progress_label(input_batch.get("batch_metadata")))
@@ -303,8 +324,11 @@ class SkyRLGymGenerator(GeneratorInterface):
         env_extras: dict[str, Any] | None,
         sampling_params: SamplingParams,
         trajectory_id: TrajectoryID | None = None,
+        *,
+        seeds: TrajectorySeeds | None = None,
     ) -> Trajectory:
-        """Run one trajectory to completion; never raises for env failures or timeouts (see module doc)."""
+        """Run one trajectory to completion; never raises for env failures or timeouts (see module doc). With
+        `seeds` (`sampling_seeds`), each turn samples with its own derived seed."""
         session_id = trajectory_id.to_string() if trajectory_id is not None else None
         deadline = (
             None if self.trajectory_timeout is None else asyncio.get_running_loop().time() + self.trajectory_timeout
@@ -321,6 +345,7 @@ class SkyRLGymGenerator(GeneratorInterface):
                     list(prompt_ids),
                     steps=[] if self.step_wise else None,
                     conversation=TrajectoryConversation(list(init_prompt)),
+                    seeds=seeds,
                 )
                 await self._run_turns(session, rollout, sampling_params, session_id)
             return self._finish(rollout, session.env.get_metrics(), rollout.reported_failure)
@@ -380,7 +405,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             output = await self.inference_engine_client.generate(
                 InferenceEngineInput(
                     prompt_token_ids=[list(rollout.input_ids)],
-                    sampling_params=sampling_params,
+                    sampling_params=rollout.sampling_params_of_next_turn(sampling_params),
                     session_ids=None if session_id is None else [session_id],
                 )
             )

@@ -5,9 +5,10 @@ Routing: a prompt with a session id (the generator passes the trajectory id) goe
 one are split into even contiguous chunks over the engines. Outputs come back in input order.
 
 Failures: an engine that raises `EngineUnavailableError` (a remote server that stayed unreachable through its
-retries) is taken out of service for the rest of the run: the call that hit it fails with that error (the generator
-turns the episode into an infrastructure failure), and later prompts, weight syncs and control calls go to the
-engines left (a session whose engine is gone is re-hashed over them). When none is left, every call raises
+retries) is taken out of service for the rest of the run: a generation call that hit it fails with that error (the
+generator turns the episode into an infrastructure failure), a control call or weight sync fanned out to every engine
+completes on the others, and later prompts, weight syncs and control calls go to the engines left (a session whose
+engine is gone is re-hashed over them). When none is left, every call raises
 `NoEngineLeftError` naming each engine and why it was dropped.
 
 Control calls (sleep, wake_up, reset_prefix_cache, weight sync) fan out to every engine in service;
@@ -149,7 +150,14 @@ class InferenceEngineClient(InferenceEngineInterface):
         return live
 
     async def _fan_out(self, call: Callable[[InferenceEngineInterface], Awaitable[None]]) -> None:
-        await asyncio.gather(*(self._call(i, call) for i in self._live()))
+        """`call` on every engine in service. One that stays unreachable is taken out of service and the call goes
+        on with the others (a weight sync must not stop the run for a dead server); `NoEngineLeftError` when none
+        is left."""
+        results = await asyncio.gather(*(self._call(i, call) for i in self._live()), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, EngineUnavailableError):
+                raise result
+        self._live()
 
     async def _call(self, index: int, call: Callable[[InferenceEngineInterface], Awaitable[T]]) -> T:
         try:

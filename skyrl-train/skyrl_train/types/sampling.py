@@ -41,7 +41,12 @@ class SamplingParams:
     top_k: int = _knob(-1, "Top-k sampling; -1 = off.")
     logprobs: int | None = _knob(0, "0 = return each sampled token's logprob; null = none; >0 is not supported.")
     stop: list[str] | None = _knob(None, "Stop strings (kept in the output text); null = none.")
-    seed: int | None = _knob(None, "Per-request sampling seed for reproducible rollouts; null = engine RNG.")
+    seed: int | None = _knob(
+        None,
+        "Sampling seed given to every request as is (identical prompts then sample identical tokens); null = each "
+        "request gets its own seed derived from trainer.seed and its identity (phase, step, prompt uid, sample, turn), "
+        "so rollouts do not depend on how the engine batches requests.",
+    )
     additional_kwargs: dict[str, Any] = _knob({}, "Any other key in this block is passed to the engine unchanged.")
 
     def __post_init__(self):

@@ -103,6 +103,22 @@ def test_failed_write_keeps_the_previous_checkpoint(tmp_path):
     assert manager.resolve_resume("latest") == tmp_path / "global_step_1"
 
 
+def test_a_library_error_on_a_full_disk_is_a_checkpoint_error_and_keeps_the_previous_checkpoint(tmp_path):
+    manager = CheckpointManager(tmp_path)
+    manager.save(1, write_state(1))
+
+    def tokenizer_save_on_a_full_disk(folder):  # the tokenizers library raises a plain Exception, not an OSError
+        raise Exception("No space left on device (os error 28)")
+
+    with pytest.raises(
+        CheckpointError,
+        match=r"could not write checkpoint .*global_step_2 \(No space left on device \(os error 28\)\); "
+        r"the previous checkpoint \(step 1\) is intact",
+    ):
+        manager.save(2, tokenizer_save_on_a_full_disk)
+    assert listing(tmp_path) == ["global_step_1", LATEST_CKPT_FILE]
+
+
 def test_rotation_keeps_the_newest_committed_checkpoints(tmp_path):
     manager = CheckpointManager(tmp_path, max_ckpts_to_keep=2)
     for step in (1, 2, 3, 4):

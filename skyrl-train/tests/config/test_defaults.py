@@ -69,6 +69,7 @@ def test_deviating_defaults_are_the_documented_ones(cfg):
         "trainer.flash_attn",
         "trainer.policy.optimizer_config.offload_after_step",
         "trainer.critic.optimizer_config.offload_after_step",
+        "trainer.fully_async.max_staleness_steps",
     ]
     for key, upstream, ours, _ in UPSTREAM_DEVIATIONS:
         assert (_scalar(value_of(cfg, key)), upstream != ours) == (ours, True), key

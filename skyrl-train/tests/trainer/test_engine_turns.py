@@ -8,6 +8,8 @@ records its sleeps, wake-ups, weight updates and generations, and answers each p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
@@ -16,6 +18,8 @@ from skyrl_train.entrypoints import main_base
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.inference_engines.base import InferenceEngineInput, InferenceEngineInterface, InferenceEngineOutput
 from skyrl_train.testing import TINY_RUN_OVERRIDES
+from skyrl_train.tracking.backends.jsonl import METRICS_FILE
+from skyrl_train.tracking.metrics_file import read_metrics
 from skyrl_train.trainer import EngineTurns, PPOTrainer
 from skyrl_train.weight_sync import WeightUpdateRequest
 
@@ -185,3 +189,28 @@ def test_an_engine_the_trainer_does_not_hold_only_receives_the_syncs(tmp_path, t
         "update_named_weights(version 2)",
         "generate(eval)",
     ]
+
+
+def test_a_run_stopped_after_a_commit_logs_that_steps_metrics_and_due_eval_when_it_resumes(tmp_path, tiny_model):
+    """A kill after step 2's checkpoint is committed but before its metrics and eval are logged: the step is not
+    trained again (it is committed), so the resumed run logs what the checkpoint kept and runs the due eval."""
+    run(tmp_path, tiny_model, "stopped", "trainer.eval_before_train=false")
+    metrics_file = tmp_path / "stopped" / "exports" / METRICS_FILE
+    kept = [line for line in metrics_file.read_text().splitlines() if json.loads(line)["step"] != 2]
+    metrics_file.write_text("".join(line + "\n" for line in kept))  # what a kill right after the commit leaves
+
+    resumed = run(tmp_path, tiny_model, "stopped", "trainer.eval_before_train=false")
+
+    assert resumed[:6] == [
+        "sleep",
+        "load_checkpoint",
+        WAKE_WEIGHTS,
+        "update_named_weights(version 2)",
+        WAKE_KV_CACHE,
+        "generate(eval)",  # step 2's eval, due at the last step
+    ]
+    assert "ppo_train" not in resumed
+    step_2 = read_metrics(metrics_file).steps[2]
+    assert step_2["trainer/global_step"] == 2.0
+    assert "policy/final_loss" in step_2
+    assert any(key.startswith("eval/") for key in step_2)

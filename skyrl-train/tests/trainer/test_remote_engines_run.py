@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import threading
 
 import httpx
 import pytest
@@ -33,38 +32,13 @@ from skyrl_train.inference_engines import SamplingParams
 from skyrl_train.inference_engines.remote import RemoteInferenceEngine
 from skyrl_train.testing import tiny_tokenizer  # noqa: F401
 from skyrl_train.testing.ray import fsdp2_overrides, subprocess_env
+from skyrl_train.testing.serve_process import start_server
 from skyrl_train.tracking.metrics_file import read_metrics
 from skyrl_train.training_batch import TrainingInputBatch
 
 SERVED_NAME = "gsm8k-policy"
 STEPS = 3
 KILL_AT_STEP = 2
-
-
-def start_server(model_path: str) -> tuple[subprocess.Popen, str]:
-    """`python -m skyrl_train.serve` on a free port; returns the process and its base URL once it serves."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "skyrl_train.serve", "--model", model_path, "--port", "0"]
-        + ["--served-model-name", SERVED_NAME, "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("serving "):
-                ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(180):
-        process.kill()
-        raise AssertionError("the server did not start:\n" + "".join(lines[-30:]))
-    url = next(line for line in lines if line.startswith("serving ")).rsplit(" at ", 1)[1].strip()
-    return process, url.removesuffix("/v1")
 
 
 class KillDuringStep(BasePPOExp):
@@ -116,7 +90,7 @@ def test_gsm8k_trains_on_two_remote_servers_and_goes_on_when_one_is_killed(
     tmp_path, tiny_model, tiny_tokenizer, lora_rank  # noqa: F811
 ):
     write_dataset(generate_dataset(4 * STEPS, 0, seed=0, max_ops=1, max_value=20, few_shot=1), tmp_path / "data")
-    servers = [start_server(tiny_model) for _ in range(2)]
+    servers = [start_server(tiny_model, SERVED_NAME) for _ in range(2)]
     (survivor, survivor_url), (victim, victim_url) = servers
     try:
         cfg = load_config(
@@ -219,7 +193,7 @@ def test_fsdp2_ranks_send_their_weights_to_a_remote_server(tmp_path, tiny_model,
     """With `trainer.strategy=fsdp2` the weights are gathered from the 2 ranks (Ray actors) to the driver, which sends
     them to the server: the server's version and logprobs follow the trainer's (about 2 min each)."""
     write_dataset(generate_dataset(4 * 2, 0, seed=0, max_ops=1, max_value=20, few_shot=1), tmp_path / "data")
-    server, url = start_server(tiny_model)
+    server, url = start_server(tiny_model, SERVED_NAME)
     try:
         # No reference model here (no KL term), so its placement key would be refused.
         fsdp2 = [o for o in fsdp2_overrides() if not o.startswith("trainer.placement.ref_")]

@@ -3,6 +3,8 @@ two servers, and a LoRA adapter by folder; the servers then report the new versi
 
 from __future__ import annotations
 
+import socket
+
 import httpx
 import pytest
 
@@ -61,3 +63,31 @@ async def test_a_lora_adapter_reaches_a_server_by_folder(tiny_model, tiny_tokeni
     assert output["weight_versions"] == [1]
     assert_engine_logprobs_match_policy(output, policy)
     await engine.teardown()
+
+
+async def test_a_lora_sync_goes_on_over_the_servers_left_when_one_is_dead(
+    tiny_model, tiny_tokenizer, servers, tmp_path
+):
+    with socket.socket() as sock:  # a port nothing listens on: a killed server refuses connections
+        sock.bind(("127.0.0.1", 0))
+        dead_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    live = RemoteInferenceEngine(servers[0].url, "tiny", tiny_tokenizer)
+    dead = RemoteInferenceEngine(dead_url, "tiny", tiny_tokenizer, max_retries=0)
+    client = InferenceEngineClient([live, dead])
+    policy = policy_worker(tiny_model, lora_rank=4)
+    sender = WeightSyncSender(
+        client,
+        policy,
+        "lora",
+        lora_config=LoraConfig(rank=4, alpha=8),
+        base_model_path=tiny_model,
+        lora_sync_path=str(tmp_path),
+    )
+
+    await sender.sync(weight_version=2)
+
+    assert httpx.get(servers[0].url + "/health").json()["weight_version"] == 2
+    assert list(client.dropped) == [1]
+    assert client.dropped[1].startswith(f"{dead_url} unreachable after 1 attempts (ConnectError")
+    for engine in (live, dead):
+        await engine.teardown()

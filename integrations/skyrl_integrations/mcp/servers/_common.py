@@ -12,6 +12,8 @@
   (Any other exception reaches the model only as "Error executing tool <name>".)
 - ``unknown_value_error(kind, value, valid)``: a ``ToolError`` such as
   ``Unknown ticker 'XYZ'. Valid tickers include: AAPL, AMZN, ...``.
+- ``lookup_error(kind, tool, by)``: a ``ToolError`` that names the tool which finds a valid value instead of listing
+  values, e.g. ``Unknown ticker: search_tickers finds tickers by company name``.
 - ``to_json(obj)``: compact JSON text, the output format of every tool (small models have small contexts).
 - ``LiveAPI(service, base_url, secrets=..., headers=..., max_retries=0)``: a tiny JSON-over-HTTP client for live
   modes; HTTP 401/403/404/429/5xx, timeouts and connection errors become ``ToolError`` messages with the secrets
@@ -47,6 +49,7 @@ __all__ = [
     "RateLimitError",
     "ToolError",
     "api_key",
+    "lookup_error",
     "require_api_key",
     "serve",
     "to_json",
@@ -124,6 +127,13 @@ def unknown_value_error(kind: str, value: Any, valid: Iterable[str], limit: int 
     choices = sorted(valid)
     shown = ", ".join(choices[:limit]) + (", ..." if len(choices) > limit else "")
     return ToolError(f"Unknown {kind} {value!r}. Valid {kind}s include: {shown}")
+
+
+def lookup_error(kind: str, tool: str, by: str) -> ToolError:
+    """A ``ToolError`` for an unknown ``kind`` that names the ``tool`` finding valid ones ``by`` something, and neither
+    quotes the bad value back nor lists valid ones: a small model copies a quoted value into its retry, and a listed
+    value can be the very argument its task asks it to find (learnings/main-job-tool-choice.md)."""
+    return ToolError(f"Unknown {kind}: {tool} finds {kind}s by {by}")
 
 
 def to_json(obj: Any) -> str:

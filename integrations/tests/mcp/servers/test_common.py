@@ -16,6 +16,7 @@ from skyrl_integrations.mcp.servers._common import (
     RateLimitError,
     ToolError,
     api_key,
+    lookup_error,
     require_api_key,
     to_json,
     unknown_value_error,
@@ -75,6 +76,11 @@ def test_require_api_key_says_where_to_put_the_key(no_key):
 def test_unknown_value_error_shows_a_few_sorted_choices():
     error = unknown_value_error("ticker", "ZZ", ["MSFT", "AAPL", "KO"], limit=2)
     assert (type(error), str(error)) == (ToolError, "Unknown ticker 'ZZ'. Valid tickers include: AAPL, KO, ...")
+
+
+def test_lookup_error_names_the_finding_tool_without_the_bad_value():
+    error = lookup_error("ticker", "search_tickers", "company name")
+    assert (type(error), str(error)) == (ToolError, "Unknown ticker: search_tickers finds tickers by company name")
 
 
 def test_to_json_is_compact():

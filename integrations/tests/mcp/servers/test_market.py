@@ -74,25 +74,30 @@ async def test_stock_price_accepts_a_lowercase_ticker(market, call_tool):
         )
 
 
-async def test_weekend_date_is_an_error_naming_the_nearest_trading_days(market, call_tool):
+async def test_weekend_date_is_an_error_naming_the_tool_that_lists_trading_days(market, call_tool):
     async with market as client:
         is_error, text = await call_tool(client, "get_stock_price", {"ticker": "AAPL", "date": "2024-03-16"})
-    assert is_error
-    assert "No trading on 2024-03-16 (a Saturday). Nearest trading days: 2024-03-15 and 2024-03-18" in text
+    assert (is_error, text) == (
+        True,
+        "Error executing tool get_stock_price: No trading on 2024-03-16 (a Saturday): get_price_history lists the "
+        "trading days of a date range",
+    )
 
 
-async def test_holiday_is_an_error_naming_the_holiday(market, call_tool):
+async def test_holiday_is_an_error_naming_the_holiday_and_no_other_day(market, call_tool):
     async with market as client:
         is_error, text = await call_tool(client, "get_stock_price", {"ticker": "NVDA", "date": "2024-07-04"})
-    assert is_error
-    assert "(Independence Day, a market holiday). Nearest trading days: 2024-07-03 and 2024-07-05" in text
+    assert is_error and "No trading on 2024-07-04 (Independence Day, a market holiday): get_price_history" in text
+    assert "2024-07-03" not in text and "2024-07-05" not in text
 
 
-async def test_unknown_ticker_error_lists_valid_tickers(market, call_tool):
+async def test_unknown_ticker_error_names_the_search_tool_and_no_ticker(market, call_tool):
     async with market as client:
         is_error, text = await call_tool(client, "get_stock_price", {"ticker": "ZZZZ", "date": "2024-03-15"})
-    assert is_error
-    assert "Unknown ticker 'ZZZZ'. Valid tickers include: AAPL, AMZN, CDRW, GOOGL, HLXR, JNJ, JPM, KO, ..." in text
+    assert (is_error, text) == (
+        True,
+        "Error executing tool get_stock_price: Unknown ticker: search_tickers finds tickers by company name",
+    )
 
 
 async def test_date_outside_2024_is_an_error_naming_the_covered_range(market, call_tool):
@@ -105,6 +110,15 @@ async def test_badly_formatted_date_is_an_error_showing_the_format(market, call_
     async with market as client:
         is_error, text = await call_tool(client, "get_stock_price", {"ticker": "AAPL", "date": "03/15/2024"})
     assert is_error and "Invalid date '03/15/2024': use YYYY-MM-DD" in text
+
+
+@pytest.mark.parametrize("period", ["2024-Q2", "FY2023"])
+async def test_a_period_passed_as_a_date_is_an_error_naming_the_financials_tool(market, call_tool, period):
+    async with market as client:
+        is_error, text = await call_tool(client, "get_stock_price", {"ticker": "AAPL", "date": period})
+    assert is_error and text.endswith(
+        f"Invalid date '{period}': that is a period, not a day; get_financials takes periods"
+    )
 
 
 async def test_price_history_lists_closes_of_trading_days_only(market, call_tool):
@@ -162,46 +176,43 @@ async def test_cheap_crypto_keeps_four_decimals(market, call_tool):
 async def test_stock_ticker_passed_to_crypto_tool_points_to_the_stock_tool(market, call_tool):
     async with market as client:
         is_error, text = await call_tool(client, "get_crypto_price", {"symbol": "AAPL", "date": "2024-03-15"})
-    assert is_error and "'AAPL' is a stock: use get_stock_price with ticker AAPL" in text
+    assert is_error and text.endswith("Not a crypto symbol but a stock ticker: get_stock_price gives stock prices")
 
 
-async def test_crypto_symbol_passed_to_stock_tool_gets_the_tool_and_symbol_to_use(market, call_tool):
+@pytest.mark.parametrize("coin", ["eth", "Ethereum", "X:ETHUSD"])
+async def test_a_coin_passed_to_the_stock_tool_gets_the_crypto_tools_and_no_symbol(market, call_tool, coin):
     async with market as client:
-        is_error, text = await call_tool(client, "get_stock_price", {"ticker": "eth", "date": "2024-03-15"})
-    assert is_error and text.endswith("'ETH' is a crypto pair: use get_crypto_price with symbol ETHUSD")
-
-
-async def test_company_name_passed_as_a_ticker_gets_the_call_to_make(market, call_tool):
-    async with market as client:
-        by_word = await call_tool(client, "get_stock_price", {"ticker": "Microsoft", "date": "2024-03-15"})
-        by_name = await call_tool(client, "get_financials", {"ticker": "Helix Robotics Inc.", "period": "FY2024"})
-        run_together = await call_tool(client, "get_stock_price", {"ticker": "ExxonMobil", "date": "2024-03-15"})
-        ambiguous = await call_tool(client, "get_stock_price", {"ticker": "Inc", "date": "2024-03-15"})
-    assert by_word[0] and by_word[1].endswith(
-        "'MICROSOFT' is not a stock ticker: Microsoft Corporation is MSFT, use get_stock_price with ticker MSFT"
-    )
-    assert by_name[0] and by_name[1].endswith(
-        "'HELIX ROBOTICS INC.' is not a stock ticker: Helix Robotics Inc. is HLXR, use get_financials with ticker HLXR"
-    )
-    assert run_together[0] and run_together[1].endswith(
-        "Exxon Mobil Corporation is XOM, use get_stock_price with ticker XOM"
-    )
-    assert ambiguous[0] and "Unknown ticker 'INC'. Valid tickers include:" in ambiguous[1]
-
-
-async def test_a_coin_name_passed_as_a_ticker_or_symbol_gets_the_tool_and_symbol_to_use(market, call_tool):
-    async with market as client:
-        as_ticker = await call_tool(client, "get_stock_price", {"ticker": "Ethereum", "date": "2024-03-15"})
-        as_symbol = await call_tool(client, "get_crypto_price", {"symbol": "ethereum", "date": "2024-03-15"})
-    assert as_ticker == (
+        is_error, text = await call_tool(client, "get_stock_price", {"ticker": coin, "date": "2024-03-15"})
+    assert (is_error, text) == (
         True,
-        "Error executing tool get_stock_price: 'ETHEREUM' is not a stock ticker: Ethereum is a crypto pair, use "
-        "get_crypto_price with symbol ETHUSD",
+        "Error executing tool get_stock_price: Not a stock ticker but a crypto coin: get_crypto_price gives crypto "
+        "prices, and search_tickers finds crypto symbols by coin name",
     )
-    assert as_symbol == (
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("get_stock_price", {"ticker": "Microsoft", "date": "2024-03-15"}),
+        ("get_financials", {"ticker": "Helix Robotics Inc.", "period": "FY2024"}),
+        ("get_company_profile", {"ticker": "ExxonMobil"}),
+    ],
+)
+async def test_a_company_name_passed_as_a_ticker_gets_the_search_tool_and_no_ticker(market, call_tool, tool, arguments):
+    async with market as client:
+        is_error, text = await call_tool(client, tool, arguments)
+    assert (is_error, text) == (
         True,
-        "Error executing tool get_crypto_price: Unknown crypto symbol 'ETHEREUMUSD': Ethereum is ETHUSD, use "
-        "get_crypto_price with symbol ETHUSD",
+        f"Error executing tool {tool}: Unknown ticker: search_tickers finds tickers by company name",
+    )
+
+
+async def test_a_coin_name_passed_as_a_symbol_gets_the_search_tool_and_no_symbol(market, call_tool):
+    async with market as client:
+        is_error, text = await call_tool(client, "get_crypto_price", {"symbol": "ethereum", "date": "2024-03-15"})
+    assert (is_error, text) == (
+        True,
+        "Error executing tool get_crypto_price: Unknown crypto symbol: search_tickers finds crypto symbols by coin name",
     )
 
 

@@ -122,8 +122,8 @@ def test_polygon_key_is_sent_as_the_apikey_query_parameter(live, wire):
     }
 
 
-def test_day_without_bars_is_a_tool_error(live):
-    with pytest.raises(ToolError, match=r"No trading data for MSFT on 2024-03-16 \(weekend, market holiday"):
+def test_day_without_bars_is_a_tool_error_naming_the_tools_that_find_days_and_tickers(live):
+    with pytest.raises(ToolError, match=r"on 2024-03-16 \(weekend, .*\): get_price_history .*, search_tickers finds"):
         live.stock_price("MSFT", "2024-03-16")
 
 

@@ -106,7 +106,10 @@ class LiveMarket:
         symbol, day = normalize_ticker(ticker), parse_date(date)
         aggs = self._aggs(symbol, day, day)
         if not aggs:
-            raise ToolError(f"No trading data for {symbol} on {day} (weekend, market holiday, or unknown ticker)")
+            raise ToolError(
+                f"No trading data for {symbol} on {day} (weekend, market holiday, or unknown ticker): "
+                "get_price_history lists the trading days of a date range, search_tickers finds tickers by company name"
+            )
         return {"ticker": symbol, **self._bar(aggs[0]), "date": day.isoformat()}
 
     def price_history(self, ticker: str, start_date: str, end_date: str) -> dict:

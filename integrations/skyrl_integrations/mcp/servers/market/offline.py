@@ -1,7 +1,9 @@
 """Offline backend of the market server: answers every tool from :data:`.data.MARKET`.
 
 Both backends (this one and :mod:`.live`) return the same small dicts and raise ``ToolError`` with a message the model
-can act on (a valid ticker list, the nearest trading days, the covered date range).
+can act on: the tool that finds a valid value (``search_tickers`` for a ticker or crypto symbol, ``get_price_history``
+for trading days, ``get_financials`` for a period), the expected format, the covered date range. No message holds the
+value to pass next (a ticker, a symbol, a date): finding it is the agent's task.
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from .._common import ToolError, unknown_value_error
-from .data import FIRST_DAY, HOLIDAYS, LAST_DAY, MARKET, Bar, Company, CryptoPair, MarketData
+from .._common import ToolError, lookup_error
+from .data import FIRST_DAY, HOLIDAYS, LAST_DAY, MARKET, Bar, MarketData
 
 MAX_HISTORY_BARS = 31
 
@@ -36,17 +38,19 @@ MAX_SEARCH_RESULTS = 5
 
 _QUARTER = re.compile(r"^(?:(\d{4})\s*-?\s*Q([1-4])|Q([1-4])\s*[- ]?\s*(\d{4}))$")
 _FISCAL_YEAR = re.compile(r"^(?:FY\s*-?\s*)?(\d{4})$")
+_NAMED_FISCAL_YEAR = re.compile(r"^FY\s*-?\s*\d{4}$")
 
 
 def parse_date(value: str, arg: str = "date") -> dt.date:
+    """An ISO date; a quarter or fiscal year where a date goes gets an error naming the tool that takes periods."""
     try:
         return dt.date.fromisoformat(str(value).strip())
     except ValueError:
-        raise ToolError(f"Invalid {arg} {value!r}: use YYYY-MM-DD, e.g. 2024-03-15") from None
-
-
-def _alphanumeric(text: str) -> str:
-    return re.sub(r"[^0-9a-z]", "", str(text).casefold())
+        pass
+    text = str(value).strip().upper()
+    if _QUARTER.match(text) or _NAMED_FISCAL_YEAR.match(text):
+        raise ToolError(f"Invalid {arg} {value!r}: that is a period, not a day; get_financials takes periods")
+    raise ToolError(f"Invalid {arg} {value!r}: use YYYY-MM-DD, e.g. 2024-03-15")
 
 
 def _has_every_word(words: list[str], text: str) -> bool:
@@ -83,61 +87,37 @@ class OfflineMarket:
     def __init__(self, data: MarketData = MARKET) -> None:
         self.data = data
 
-    def _company_bars(self, ticker: str, tool: str) -> tuple[str, dict[dt.date, Bar]]:
-        """The company's ticker and bars; an unknown ticker raises an error naming the call to make instead (``tool``
-        is the tool being run, for a company name passed as its ticker)."""
+    def _company_bars(self, ticker: str) -> tuple[str, dict[dt.date, Bar]]:
+        """The company's ticker and bars; an unknown ticker raises an error that names the tool finding the right
+        value (never the value itself: the agent has to make that call)."""
         symbol = normalize_ticker(ticker)
         if symbol not in self.data.stocks:
-            pair_symbol = normalize_crypto_symbol(symbol)
-            if pair_symbol in self.data.crypto:
-                raise ToolError(f"{symbol!r} is a crypto pair: use get_crypto_price with symbol {pair_symbol}")
-            pair = self._pair_named(ticker)
-            if pair is not None:
+            if normalize_crypto_symbol(symbol) in self.data.crypto or self._is_coin_name(ticker):
                 raise ToolError(
-                    f"{symbol!r} is not a stock ticker: {pair.name} is a crypto pair, use get_crypto_price with "
-                    f"symbol {pair.symbol}"
+                    "Not a stock ticker but a crypto coin: get_crypto_price gives crypto prices, and search_tickers "
+                    "finds crypto symbols by coin name"
                 )
-            company = self._company_named(ticker)
-            if company is not None:
-                raise ToolError(
-                    f"{symbol!r} is not a stock ticker: {company.name} is {company.ticker}, use {tool} with ticker "
-                    f"{company.ticker}"
-                )
-            raise unknown_value_error("ticker", symbol, self.data.stocks)
+            raise lookup_error("ticker", "search_tickers", "company name")
         return symbol, self.data.stocks[symbol]
 
-    def _company_named(self, name: str) -> Company | None:
-        """The one company whose name contains every word of ``name`` ("Microsoft"), or its letters and digits run
-        together ("ExxonMobil"), else ``None``."""
-        words = str(name).casefold().split()
-        letters = _alphanumeric(name)
-
-        def is_named(company: Company) -> bool:
-            return _has_every_word(words, company.name) or (
-                len(letters) >= 3 and letters in _alphanumeric(company.name)
-            )
-
-        named = [c for c in self.data.companies.values() if words and is_named(c)]
-        return named[0] if len(named) == 1 else None
-
-    def _pair_named(self, name: str) -> CryptoPair | None:
-        """The crypto pair whose name (e.g. "Ethereum") is ``name``, ignoring case and spaces."""
+    def _is_coin_name(self, name: str) -> bool:
+        """Whether ``name`` (e.g. "Ethereum") is a crypto pair's name, ignoring case and spaces."""
         wanted = "".join(str(name).split()).casefold()
-        return next((p for p in self.data.crypto_pairs.values() if p.name.casefold() == wanted), None)
+        return any(p.name.casefold() == wanted for p in self.data.crypto_pairs.values())
 
     def _check_range(self, day: dt.date) -> None:
         if not FIRST_DAY <= day <= LAST_DAY:
             raise ToolError(f"No data for {day}: prices cover {FIRST_DAY} to {LAST_DAY}")
 
-    def _no_trading_error(self, day: dt.date) -> ToolError:
+    @staticmethod
+    def _no_trading_error(day: dt.date) -> ToolError:
+        """Names the tool that lists trading days, not the nearest ones: a question about "the last trading day of a
+        month" is answered by finding that day."""
         reason = f"{HOLIDAYS[day]}, a market holiday" if day in HOLIDAYS else f"a {day:%A}"
-        before = max((d for d in self.data.trading_days if d < day), default=None)
-        after = min((d for d in self.data.trading_days if d > day), default=None)
-        nearest = " and ".join(str(d) for d in (before, after) if d is not None)
-        return ToolError(f"No trading on {day} ({reason}). Nearest trading days: {nearest}")
+        return ToolError(f"No trading on {day} ({reason}): get_price_history lists the trading days of a date range")
 
     def stock_price(self, ticker: str, date: str) -> dict:
-        symbol, bars = self._company_bars(ticker, "get_stock_price")
+        symbol, bars = self._company_bars(ticker)
         day = parse_date(date)
         self._check_range(day)
         if day not in bars:
@@ -145,7 +125,7 @@ class OfflineMarket:
         return {"ticker": symbol, **bars[day].as_dict()}
 
     def price_history(self, ticker: str, start_date: str, end_date: str) -> dict:
-        symbol, bars = self._company_bars(ticker, "get_price_history")
+        symbol, bars = self._company_bars(ticker)
         start, end = parse_date_range(start_date, end_date)
         self._check_range(start)
         self._check_range(end)
@@ -156,21 +136,14 @@ class OfflineMarket:
         pair = normalize_crypto_symbol(symbol)
         if pair not in self.data.crypto:
             if normalize_ticker(symbol) in self.data.stocks:
-                ticker = normalize_ticker(symbol)
-                raise ToolError(f"{ticker!r} is a stock: use get_stock_price with ticker {ticker}")
-            named = self._pair_named(symbol)
-            if named is not None:
-                raise ToolError(
-                    f"Unknown crypto symbol {pair!r}: {named.name} is {named.symbol}, use get_crypto_price with symbol "
-                    f"{named.symbol}"
-                )
-            raise unknown_value_error("crypto symbol", symbol, self.data.crypto)
+                raise ToolError("Not a crypto symbol but a stock ticker: get_stock_price gives stock prices")
+            raise lookup_error("crypto symbol", "search_tickers", "coin name")
         day = parse_date(date)
         self._check_range(day)
         return {"symbol": pair, **self.data.crypto[pair][day].as_dict()}
 
     def company_profile(self, ticker: str) -> dict:
-        symbol, _ = self._company_bars(ticker, "get_company_profile")
+        symbol, _ = self._company_bars(ticker)
         c = self.data.companies[symbol]
         return {
             "ticker": c.ticker,
@@ -182,7 +155,7 @@ class OfflineMarket:
         }
 
     def financials(self, ticker: str, period: str) -> dict:
-        symbol, _ = self._company_bars(ticker, "get_financials")
+        symbol, _ = self._company_bars(ticker)
         key = normalize_period(period)
         rows = self.data.financials[symbol]
         if key not in rows:
