@@ -4,6 +4,7 @@ import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +27,39 @@ class StepRun:
     """The generator's output the step trained on (after `edit_output`)."""
     weights: dict[str, torch.Tensor]
     """The policy's trainable weights after the step."""
+
+
+def run_recorded(
+    cfg, on_generation: Callable[[dict, GeneratorOutput], None]
+) -> tuple[list[dict], dict[str, torch.Tensor]]:
+    """Run `cfg` through ``BasePPOExp``, calling ``on_generation(generator_input, output)`` after every generator
+    call (it may change the output in place before training); returns the `metrics.jsonl` rows and the policy's
+    trainable weights at the end."""
+    captured = {}
+
+    class Experiment(BasePPOExp):
+        def get_generator(self, engine, tokenizer):
+            generator = super().get_generator(engine, tokenizer)
+            generate = generator.generate
+
+            async def recorded(generator_input):
+                output = await generate(generator_input)
+                on_generation(generator_input, output)
+                return output
+
+            generator.generate = recorded
+            return generator
+
+        def get_workers(self, num_training_steps):
+            workers = super().get_workers(num_training_steps)
+            captured["policy"] = workers[0]
+            return workers
+
+    Experiment(cfg).run()
+    metrics_file = Path(cfg.trainer.export_path) / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics_file.read_text(encoding="utf-8").splitlines()]
+    model = captured["policy"].model
+    return rows, {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
 
 
 @pytest.fixture
@@ -62,31 +96,13 @@ def run_one_step(tmp_path, tiny_model):  # noqa: F811
         )
         captured = {}
 
-        class Experiment(BasePPOExp):
-            def get_generator(self, engine, tokenizer):
-                generator = super().get_generator(engine, tokenizer)
-                generate = generator.generate
+        def keep(generator_input, output: GeneratorOutput) -> None:
+            if edit_output is not None:
+                edit_output(output)
+            captured["generated"] = output
 
-                async def recorded(generator_input):
-                    output = await generate(generator_input)
-                    if edit_output is not None:
-                        edit_output(output)
-                    captured["generated"] = output
-                    return output
-
-                generator.generate = recorded
-                return generator
-
-            def get_workers(self, num_training_steps):
-                workers = super().get_workers(num_training_steps)
-                captured["policy"] = workers[0]
-                return workers
-
-        Experiment(cfg).run()
-        rows = [json.loads(line) for line in (out / "exports" / "metrics.jsonl").read_text().splitlines()]
+        rows, weights = run_recorded(cfg, keep)
         (metrics,) = [row for row in rows if "policy/policy_loss" in row]
-        model = captured["policy"].model
-        weights = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
         return StepRun(metrics, captured["generated"], weights)
 
     return run

@@ -5,7 +5,6 @@ which only the rollout-vs-trainer logprob diagnostics read."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -13,8 +12,9 @@ import torch
 
 from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.config import load_config
-from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.testing import TINY_RUN_OVERRIDES, tiny_model  # noqa: F401
+
+from .conftest import run_recorded
 
 WALL_CLOCK = ("timestamp", "timing/", "memory/", "generate/rollout_tokens_per_s")
 """Metric keys (or prefixes) that measure time or memory: they differ between any two runs."""
@@ -61,31 +61,13 @@ def train_twice(tmp_path, tiny_model):  # noqa: F811
                 *overrides,
             ]
         )
-        generations, captured = [], {}
+        generations = []
 
-        class Experiment(BasePPOExp):
-            def get_generator(self, engine, tokenizer):
-                generator = super().get_generator(engine, tokenizer)
-                generate = generator.generate
+        def record(generator_input, output) -> None:
+            metadata = generator_input["batch_metadata"]
+            generations.append((metadata.training_phase, metadata.global_step, output["response_ids"]))
 
-                async def recorded(generator_input):
-                    output = await generate(generator_input)
-                    metadata = generator_input["batch_metadata"]
-                    generations.append((metadata.training_phase, metadata.global_step, output["response_ids"]))
-                    return output
-
-                generator.generate = recorded
-                return generator
-
-            def get_workers(self, num_training_steps):
-                workers = super().get_workers(num_training_steps)
-                captured["policy"] = workers[0]
-                return workers
-
-        Experiment(cfg).run()
-        rows = [json.loads(line) for line in (out / "exports" / "metrics.jsonl").read_text().splitlines()]
-        model = captured["policy"].model
-        weights = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+        rows, weights = run_recorded(cfg, record)
         return generations, rows, weights
 
     return lambda *overrides: [run("first", *overrides), run("second", *overrides)]
