@@ -177,7 +177,9 @@ class PPOTrainer:
         if resume_from is not None:
             # The step's metrics, and its eval if one was due, may not have been logged before the run stopped: both
             # again (a step's later row wins in metrics.jsonl).
-            self.tracker.log(self.load_checkpoint(resume_from), step=self.global_step)
+            step_metrics = self.load_checkpoint(resume_from)
+            if step_metrics:  # none in a final checkpoint or one written before they were kept
+                self.tracker.log(step_metrics, step=self.global_step)
             eval_now = eval_now or self._eval_due(self.global_step)
             if self.global_step >= self.total_steps:
                 logger.warning(
