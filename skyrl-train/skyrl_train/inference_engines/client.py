@@ -157,7 +157,7 @@ class InferenceEngineClient(InferenceEngineInterface):
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, EngineUnavailableError):
                 raise result
-        self._live()
+        self._live()  # raises NoEngineLeftError when the call took the last engine out of service
 
     async def _call(self, index: int, call: Callable[[InferenceEngineInterface], Awaitable[T]]) -> T:
         try:
