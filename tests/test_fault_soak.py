@@ -6,7 +6,6 @@ a short soak: 4 steps of the main job's recipe on the tiny model with a dozen fa
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -18,13 +17,9 @@ SOAK_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "fault_soak.p
 
 
 @pytest.fixture(scope="module")
-def fault_soak():
-    spec = importlib.util.spec_from_file_location("fault_soak", SOAK_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fault_soak"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["fault_soak"]
+def fault_soak(load_benchmark):
+    with load_benchmark("fault_soak") as module:
+        yield module
 
 
 def test_the_full_budget_splits_200_faults_in_the_stated_shares(fault_soak):

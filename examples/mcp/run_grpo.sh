@@ -14,8 +14,10 @@
 # (question templates; `python -m skyrl_integrations.datasets.rule_based --help`), SERVERS, COMPLEXITIES,
 # HELD_OUT_ENTITIES (1: held-out questions name companies and months no training question names; 0: split by question
 # hash, for templates that do not hold entities out), SEEN_VAL_SIZE (with HELD_OUT_ENTITIES=1: more held-out questions
-# about training entities, the "seen" split). The data and the rule baseline ($OUT/data/rule_baseline.json) are made
-# once into $OUT/data: change OUT (or delete that folder) after changing them. Bigger settings: examples/README.md.
+# about training entities, the "seen" split), HINT_FRACTION (share of the training questions that end with a hint
+# naming the tools and the field; held-out questions never do). The data and the rule baseline
+# ($OUT/data/rule_baseline.json) are made once into $OUT/data: change OUT (or delete that folder) after changing them.
+# Bigger settings: examples/README.md.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -36,6 +38,10 @@ SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single,multi_step}"
 TEMPLATES="${TEMPLATES-price_field,price_field_by_name,financial_field,month_end_close}"
 HELD_OUT_ENTITIES="${HELD_OUT_ENTITIES:-1}"
+# Half of the training questions end with their template's hint: without hints the untrained model called
+# get_financials for a financial question in 0 of 40 samples, with half of them hinted in 25 of 40 (docs/results.md,
+# runs L2 and L3).
+HINT_FRACTION="${HINT_FRACTION:-0.5}"
 split_args=()
 if [[ "$HELD_OUT_ENTITIES" == 1 ]]; then
     split_args=(--held-out-entities --seen-val-size "$SEEN_VAL_SIZE")
@@ -44,7 +50,8 @@ fi
 if [[ ! -f "$DATA/train.parquet" || ! -f "$DATA/validation.parquet" ]]; then
     "$python" -m skyrl_integrations.datasets.rule_based --output-dir "$DATA" --train-size "$TRAIN_SIZE" \
         --val-size "$VAL_SIZE" --servers "$SERVERS" --complexities "$COMPLEXITIES" \
-        ${TEMPLATES:+--templates "$TEMPLATES" --balance-templates} "${split_args[@]}" --seed 0
+        ${TEMPLATES:+--templates "$TEMPLATES" --balance-templates} "${split_args[@]}" --hint-fraction "$HINT_FRACTION" \
+        --seed 0
     "$python" -m skyrl_integrations.datasets.validate "$DATA/train.parquet" "$DATA/validation.parquet"
 fi
 # The best question-agnostic rules on the held-out questions (their rows name the entity as written): the bar a

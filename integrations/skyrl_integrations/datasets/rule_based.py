@@ -11,7 +11,8 @@ difference, or a search then the page), ``cross_server`` (e.g. find a company's 
 price). Rows follow ``schema.TaskRow``; ``data_source`` is ``mcp/<server of the first call>``.
 
 Free-text arguments (a search query, a Python program) are not part of a row's ``params``: any query or program
-that gets the answer is right. Every other argument (ticker, date, URL, thread ts, ...) is.
+that gets the answer is right. Every other argument (ticker, date, URL, thread ts, ...) is. A call whose template
+says what it ``finds`` (the ticker a company-name search has to surface) gets it as the step's ``result_contains``.
 
 Train and validation come from one stream of distinct questions, split by the hash of ``task_id``
 (``io.split_for``), so no question is in both and the same seed gives byte-identical files::
@@ -91,6 +92,9 @@ class Call:
     server: str
     tool: str
     arguments: dict[str, Any] | Callable[[list[Any]], dict[str, Any]]
+    finds: str | None = None
+    """What its result must contain to count (the step's ``result_contains``): for a free-text call, the value the
+    next call needs."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,10 @@ class Draft:
     """What the question is about, for templates that hold entities out (a ticker, or ticker/month)."""
     entity_text: str | None = None
     """The entity as the question writes it (a ticker or a company name)."""
+    hint: str | None = None
+    """A sentence naming the tools and the field that answer the question, added to a share of the training
+    questions (``hint_fraction``), never to held-out ones: the signal for a template the starting policy never
+    solves."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +142,7 @@ def _template(name: str, complexity: str, *servers: str, holds_out: bool = False
 
 HELD_OUT_COMPANIES = frozenset({"JNJ", "KO", "MSFT", "TSLA", "PMBK", "QBTL", "TRLX"})
 """Under ``held_out_entities`` only held-out questions name these companies: four real ones and three fictional
-ones (never CDRW or NWGD, which examples/mcp/demonstrations.json shows)."""
+ones (never CDRW, which examples/mcp/demonstrations.json shows)."""
 HELD_OUT_MONTHS = frozenset({3, 6, 9, 12})
 """Under ``held_out_entities`` only held-out questions ask about these months of 2024 (March and June end on a
 weekend, September and December on a trading day, as do two of the eight training months)."""
@@ -387,7 +395,10 @@ def _price_field(rng: random.Random, u: Universe) -> Draft:
     key, question = _STOCK_FIELDS[rng.choice(sorted(_STOCK_FIELDS))]
     call = Call("market", "get_stock_price", {"ticker": company.ticker, "date": day})
     text = question.format(t=company.ticker, d=day)
-    return Draft(text, (call,), lambda out: _number(out[0][key]), entity=company.ticker, entity_text=company.ticker)
+    hint = f"Hint: get_stock_price gives the day's {key}."
+    return Draft(
+        text, (call,), lambda out: _number(out[0][key]), entity=company.ticker, entity_text=company.ticker, hint=hint
+    )
 
 
 @_template("price_field_by_name", "multi_step", "market", holds_out=True)
@@ -397,7 +408,7 @@ def _price_field_by_name(rng: random.Random, u: Universe) -> Draft:
     company, day = rng.choice(u.companies), rng.choice(u.stock_days)
     key, question = _STOCK_FIELDS[rng.choice(sorted(_STOCK_FIELDS))]
     calls = (
-        Call("market", "search_tickers", {"query": company.name}),
+        Call("market", "search_tickers", {"query": company.name}, finds=company.ticker),
         Call("market", "get_stock_price", lambda out: {"ticker": out[0]["results"][0]["ticker"], "date": day}),
     )
 
@@ -405,7 +416,8 @@ def _price_field_by_name(rng: random.Random, u: Universe) -> Draft:
         return _number(out[1][key]) if out[1]["ticker"] == company.ticker else None
 
     text = question.format(t=company.name, d=day)
-    return Draft(text, calls, answer, entity=company.ticker, entity_text=company.name)
+    hint = f"Hint: search_tickers finds the company's ticker, then get_stock_price gives the day's {key}."
+    return Draft(text, calls, answer, entity=company.ticker, entity_text=company.name, hint=hint)
 
 
 @_template("financial_field", "single", "market", holds_out=True)
@@ -415,7 +427,10 @@ def _financial_field(rng: random.Random, u: Universe) -> Draft:
     key, question = _FINANCIAL_FIELDS[rng.choice(sorted(_FINANCIAL_FIELDS))]
     call = Call("market", "get_financials", {"ticker": company.ticker, "period": period})
     text = question.format(t=company.ticker, p=period)
-    return Draft(text, (call,), lambda out: _number(out[0][key]), entity=company.ticker, entity_text=company.ticker)
+    hint = f"Hint: get_financials gives the period's {key}."
+    return Draft(
+        text, (call,), lambda out: _number(out[0][key]), entity=company.ticker, entity_text=company.ticker, hint=hint
+    )
 
 
 @_template("month_end_close", "single", "market", holds_out=True)
@@ -435,6 +450,7 @@ def _month_end_close(rng: random.Random, u: Universe) -> Draft:
         lambda out: _number(out[0]["results"][-1]["close"]),
         entity=entity,
         entity_text=company.ticker,
+        hint="Hint: get_price_history lists the month's trading days; the last one's close is the answer.",
     )
 
 
@@ -752,7 +768,7 @@ def _run(draft: Draft, runner: ToolRunner) -> _Ran | None:
         outputs.append(runner.call(call.server, call.tool, arguments))
         free = FREE_TEXT_ARGUMENTS.get((call.server, call.tool), frozenset())
         params = {k: v for k, v in arguments.items() if k not in free}
-        steps.append(ToolStep(number, call.server, call.tool, params))
+        steps.append(ToolStep(number, call.server, call.tool, params, call.finds))
     answer = draft.answer(outputs)
     if answer is None:
         return None
@@ -809,6 +825,7 @@ def generate_tasks(
     extra_turns: int = EXTRA_TURNS,
     held_out_entities: bool = False,
     seen_val_size: int = 0,
+    hint_fraction: float = 0.0,
     runner: ToolRunner | None = None,
 ) -> list[TaskRow]:
     """``train_size`` + ``val_size`` distinct tasks, each in the split ``io.split_for(task_id, val_ratio)`` assigns
@@ -826,6 +843,10 @@ def generate_tasks(
     held-out questions name training entities in questions training does not ask ("seen", ``data_source`` ending in
     ``/seen``); every template must hold entities out (`Template.holds_out`) and gets an equal share of each.
 
+    With ``hint_fraction`` > 0, that share of the training questions whose template has a hint (`Draft.hint`) end
+    with it (``extra_info.hinted``), chosen by the hash of the task id, so the questions and their split do not
+    change; held-out questions never do.
+
     Every row offers the agent every tool of ``servers`` (``extra_info.servers`` / ``extra_info.tools``), so the
     tool is the agent's choice; ``data_source`` is ``mcp/<server of the first call>/<template>``, so eval figures
     come per template."""
@@ -835,6 +856,8 @@ def generate_tasks(
         raise TaskGenerationError(f"extra_turns must be >= 0, got {extra_turns}")
     if seen_val_size and not held_out_entities:
         raise TaskGenerationError("seen_val_size needs held_out_entities: without it every entity is seen")
+    if not 0.0 <= hint_fraction <= 1.0:
+        raise TaskGenerationError(f"hint_fraction must be between 0 and 1, got {hint_fraction}")
     options = _options(complexities, servers, templates)
     eligible = list({t.name: t for ts in options.templates.values() for t in ts}.values())
     if held_out_entities:
@@ -843,7 +866,11 @@ def generate_tasks(
     runner = runner or ToolRunner()
     try:
         maker = _RowMaker(
-            options, runner, extra_turns, max_drafts=MAX_ATTEMPTS_PER_TASK * (train_size + val_size + seen_val_size)
+            options,
+            runner,
+            extra_turns,
+            max_drafts=MAX_ATTEMPTS_PER_TASK * (train_size + val_size + seen_val_size),
+            hint_fraction=hint_fraction,
         )
         rng = random.Random(seed)
         if held_out_entities:
@@ -866,8 +893,11 @@ def _check_holds_out(templates: Sequence[Template]) -> None:
 class _RowMaker:
     """Turns drafts into rows: runs them, drops repeated questions and drafts without an answer, counts drafts."""
 
-    def __init__(self, options: _Options, runner: ToolRunner, extra_turns: int, max_drafts: int) -> None:
+    def __init__(
+        self, options: _Options, runner: ToolRunner, extra_turns: int, max_drafts: int, hint_fraction: float = 0.0
+    ) -> None:
         self.options = options
+        self.hint_fraction = hint_fraction
         self.runner = runner
         self.extra_turns = extra_turns
         self.max_drafts = max_drafts
@@ -907,10 +937,14 @@ class _RowMaker:
         if entity_split is not None:
             extra["entity_split"] = entity_split
         label = f"{template.name}/seen" if entity_split == "seen" else template.name
+        question = draft.question
+        if split == "train" and draft.hint is not None and _share_of(task_id) < self.hint_fraction:
+            question = f"{question} {draft.hint}"
+            extra["hinted"] = True
         return TaskRow(
             task_id=task_id,
             system_prompt=SYSTEM_PROMPT,
-            user_prompt=draft.question,
+            user_prompt=question,
             tool_sequence=ran.steps,
             expected_answer=ran.answer,
             answer_match=draft.answer_match,
@@ -924,6 +958,11 @@ class _RowMaker:
             data_source=f"{DATA_SOURCE_PREFIX}{ran.steps[0].server}/{label}",
             extra=extra,
         )
+
+
+def _share_of(task_id: str) -> float:
+    """A number in [0, 1) fixed by the task id: which questions get a hint, without drawing from the question rng."""
+    return int(hashlib.sha1(task_id.encode("utf-8")).hexdigest()[:8], 16) / 16**8
 
 
 def _by_hash(
@@ -1036,6 +1075,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default=0,
         help="with --held-out-entities: this many more held-out questions about training entities (the 'seen' split)",
     )
+    parser.add_argument(
+        "--hint-fraction",
+        type=float,
+        default=0.0,
+        help="share of the training questions that end with their template's hint naming the tools and the field "
+        "(held-out questions never do); default 0",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--no-jsonl", action="store_true", help="write only the .parquet files")
     args = parser.parse_args(argv)
@@ -1050,6 +1096,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         extra_turns=args.extra_turns,
         held_out_entities=args.held_out_entities,
         seen_val_size=args.seen_val_size,
+        hint_fraction=args.hint_fraction,
     )
     paths = write_dataset(
         tasks,

@@ -31,7 +31,8 @@ Rules ``validate_row`` enforces (each problem is reported with the dotted key at
 - ``tool_sequence`` is non-empty, its ``step`` numbers run 1, 2, 3, ...; every step's ``server`` is listed in
   ``extra_info.servers`` and its ``tool`` in ``extra_info.tools``; ``params`` is an object. It may leave out
   free-text arguments (a search query, a program) that any wording satisfies: ``MCPToolEnv`` compares only the
-  keys given, and ``validate --execute`` does not replay such a call.
+  keys given, and ``validate --execute`` does not replay such a call. Such a step may give ``result_contains`` instead
+  (a non-empty string, e.g. the ticker a search has to find): only a call whose result contains it counts.
 - ``limits`` cap what the agent may use (``MCPToolEnv`` caps the reward of an episode that uses more distinct tools
   or servers): the reference solution must fit, so the distinct tools of ``tool_sequence`` are at most
   ``limits.max_tools`` and its distinct servers at most ``limits.max_servers``. ``max_turns`` is at least the
@@ -95,9 +96,12 @@ class ToolStep:
     server: str
     tool: str
     params: dict[str, Any] = field(default_factory=dict)
+    result_contains: str | None = None
+    """Text the call's result must contain for the step to count (`scoring.ToolStep.result_contains`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "server": self.server, "tool": self.tool, "params": dict(self.params)}
+        row = {"step": self.step, "server": self.server, "tool": self.tool, "params": dict(self.params)}
+        return row if self.result_contains is None else {**row, "result_contains": self.result_contains}
 
 
 def complexity_for(steps: Sequence[ToolStep]) -> str:
@@ -202,7 +206,8 @@ class TaskRow:
             system_prompt=row["prompt"][0]["content"],
             user_prompt=row["prompt"][1]["content"],
             tool_sequence=[
-                ToolStep(s["step"], s["server"], s["tool"], dict(s.get("params") or {})) for s in truth["tool_sequence"]
+                ToolStep(s["step"], s["server"], s["tool"], dict(s.get("params") or {}), s.get("result_contains"))
+                for s in truth["tool_sequence"]
             ],
             expected_answer=success["expected_answer"],
             answer_match=success["answer_match"],
@@ -337,8 +342,12 @@ def _sequence_problems(
         if params is not None and not isinstance(params, Mapping):
             problems.append((f"{where}.params", f"expected an object, got {_kind(params)}"))
             ok = False
+        result_contains = step.get("result_contains")
+        if result_contains is not None and (not isinstance(result_contains, str) or not result_contains.strip()):
+            problems.append((f"{where}.result_contains", f"expected a non-empty string, got {result_contains!r}"))
+            ok = False
         if ok:
-            steps.append(ToolStep(i + 1, server, tool, dict(params or {})))
+            steps.append(ToolStep(i + 1, server, tool, dict(params or {}), result_contains))
     return steps
 
 

@@ -216,7 +216,7 @@ class MCPToolEnv(BaseTextEnv):
             result = await group.call_tool_async(call.name, call.arguments)
         self.counters.record_call(result)
         server = group.name if group is not None else ""
-        self.calls.append(CallRecord(server, call.name, dict(call.arguments), result.error_kind))
+        self.calls.append(CallRecord(server, call.name, dict(call.arguments), result.error_kind, result.text))
         return result
 
     def _record(self) -> EpisodeRecord:

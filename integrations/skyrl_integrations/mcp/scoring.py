@@ -8,7 +8,8 @@ component       weight  credit (each in [0, 1])
 ==============  ======  =============================================================================
 format          0.1     at least one well-formed call was executed (any tool)
 tool calls      0.2     fraction of `tool_sequence` steps matched, in order, by a call to that tool
-                        (and that server, when the step names one)
+                        (and that server, when the step names one; and whose result contains the
+                        step's `result_contains`, when it gives one)
 parameters      0.2     fraction of steps whose matched call had the expected `params` (every expected
                         key equal; extra arguments are ignored)
 answer          0.5     the final answer matches `success.expected_answer` (`answer_match`: "numeric":
@@ -21,6 +22,11 @@ The weights are the defaults of `RewardWeights`; the env's ``reward_weights`` ke
 with a weak starting policy, a credit for any executed call rewards calling whatever tool always runs, and GRPO then
 moves every question onto that tool; see learnings/main-job-tool-choice.md). A component of weight 0 drops out like one
 that does not apply; an episode whose applicable components all weigh 0 scores 0.
+
+A step's `result_contains` is for free-text calls (a search whose query is the agent's own wording): such a step has
+no expected parameters, so without it any call to the tool would earn the step's tool and parameter credit, and a
+policy can farm that credit on every question (run L1, docs/results.md). With it, the search counts only
+once it found what the next step needs (e.g. the ticker), compared case-insensitively.
 
 Steps are matched to calls by an order-preserving alignment that maximises the tool + parameter credit, so a
 wrong first attempt followed by a corrected call still earns full credit. Components that do not apply are left
@@ -80,6 +86,8 @@ class ToolStep:
     tool: str
     server: str | None = None
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    result_contains: str | None = None
+    """Text the matched call's result must contain (case-insensitive); None: any result."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +157,16 @@ def _parse_step(value: Any, index: int, where: str) -> ToolStep:
         raise ValueError(f"{where}.tool: expected a tool name, got {tool!r}")
     params = _mapping(step.get("params") or {}, f"{where}.params")
     server = step.get("server")
-    return ToolStep(step=int(step.get("step", index + 1)), tool=tool, server=server or None, params=dict(params))
+    result_contains = step.get("result_contains")
+    if result_contains is not None and (not isinstance(result_contains, str) or not result_contains.strip()):
+        raise ValueError(f"{where}.result_contains: expected a non-empty string, got {result_contains!r}")
+    return ToolStep(
+        step=int(step.get("step", index + 1)),
+        tool=tool,
+        server=server or None,
+        params=dict(params),
+        result_contains=result_contains,
+    )
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -203,12 +220,14 @@ DEFAULT_REWARD_WEIGHTS = RewardWeights()
 
 @dataclasses.dataclass(frozen=True)
 class CallRecord:
-    """One tool call the agent made: which server ran it, its arguments, and its error kind (None: it worked)."""
+    """One tool call the agent made: which server ran it, its arguments, its error kind (None: it worked) and the
+    text it returned (its output, or its error message)."""
 
     server: str
     tool: str
     arguments: Mapping[str, Any]
     error_kind: str | None = None
+    result: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,7 +296,7 @@ def _align(steps: tuple[ToolStep, ...], calls: tuple[CallRecord, ...]) -> tuple[
             return 0.0, 0, 0
         options = [best(i + 1, j), best(i, j + 1)]
         step, call = steps[i], calls[j]
-        if call.tool == step.tool and (step.server is None or call.server == step.server):
+        if _call_fits(step, call):
             good = int(_params_match(step.params, call.arguments))
             value, matched, with_params = best(i + 1, j + 1)
             options.append((value + TOOL_WEIGHT + PARAMS_WEIGHT * good, matched + 1, with_params + good))
@@ -285,6 +304,15 @@ def _align(steps: tuple[ToolStep, ...], calls: tuple[CallRecord, ...]) -> tuple[
 
     _, matched, with_params = best(0, 0)
     return matched, with_params
+
+
+def _call_fits(step: ToolStep, call: CallRecord) -> bool:
+    """Whether `call` can be the call of `step`: its tool (and server), and a result that shows what it was for."""
+    if call.tool != step.tool or (step.server is not None and call.server != step.server):
+        return False
+    if step.result_contains is None:
+        return True
+    return call.error_kind is None and step.result_contains.casefold() in call.result.casefold()
 
 
 def _params_match(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:

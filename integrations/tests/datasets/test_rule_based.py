@@ -281,8 +281,7 @@ def test_balanced_templates_get_equal_shares_of_each_split_and_a_data_source_eac
 HOLDING_OUT = ["price_field", "price_field_by_name", "financial_field", "month_end_close"]
 
 
-@pytest.fixture(scope="module")
-def entity_tasks():
+def _entity_tasks(**options):
     return generate_tasks(
         24,
         8,
@@ -291,7 +290,13 @@ def entity_tasks():
         templates=HOLDING_OUT,
         held_out_entities=True,
         seen_val_size=8,
+        **options,
     )
+
+
+@pytest.fixture(scope="module")
+def entity_tasks():
+    return _entity_tasks()
 
 
 def _companies(tasks):
@@ -329,12 +334,12 @@ def test_each_split_has_an_equal_share_per_template_and_seen_rows_a_data_source_
     }
 
 
-def test_a_by_name_question_names_the_company_and_finds_its_ticker_by_search(entity_tasks):
+def test_a_by_name_question_names_the_company_and_counts_a_search_only_if_it_found_the_ticker(entity_tasks):
     task = next(t for t in entity_tasks if t.extra["template"] == "price_field_by_name")
     company = MARKET.companies[task.extra["entity"]]
     assert (task.extra["entity_text"], company.name in task.user_prompt) == (company.name, True)
     assert [s.to_dict() for s in task.tool_sequence] == [
-        {"step": 1, "server": "market", "tool": "search_tickers", "params": {}},
+        {"step": 1, "server": "market", "tool": "search_tickers", "params": {}, "result_contains": company.ticker},
         {"step": 2, "server": "market", "tool": "get_stock_price", "params": {"ticker": company.ticker, "date": ANY}},
     ]
     assert task.max_turns == 4
@@ -374,6 +379,41 @@ def _month_end_draft(u):
         if draft.entity == "MSFT/2024-03":
             return draft
     raise AssertionError("no seed below 500 draws MSFT and March")
+
+
+@pytest.fixture(scope="module")
+def hinted_tasks():
+    """`entity_tasks` again with half of the training questions hinted."""
+    return _entity_tasks(hint_fraction=0.5)
+
+
+def test_hints_end_some_training_questions_and_change_nothing_else(entity_tasks, hinted_tasks):
+    hinted = [t for t in hinted_tasks if t.extra.get("hinted")]
+    assert 0 < len(hinted) < 24 and {t.split for t in hinted} == {"train"}
+    by_id = {t.task_id: t for t in entity_tasks}
+    assert [t.task_id for t in hinted_tasks] == [t.task_id for t in entity_tasks]
+    for task in hinted_tasks:
+        plain = by_id[task.task_id]
+        assert task.tool_sequence == plain.tool_sequence and task.expected_answer == plain.expected_answer
+        if task in hinted:
+            assert task.user_prompt.startswith(plain.user_prompt + " Hint: ")
+        else:
+            assert task.user_prompt == plain.user_prompt
+
+
+def test_a_hint_names_the_tools_and_the_field_of_its_question(hinted_tasks):
+    hints = {t.extra["template"]: t.user_prompt.partition(" Hint: ")[2] for t in hinted_tasks if t.extra.get("hinted")}
+    assert hints["financial_field"].startswith("get_financials gives the period's ")
+    assert hints["price_field_by_name"].startswith("search_tickers finds the company's ticker, then get_stock_price")
+    assert hints["month_end_close"] == "get_price_history lists the month's trading days; the last one's close is the answer."  # fmt: skip
+    field = hints["price_field"].removeprefix("get_stock_price gives the day's ").rstrip(".")
+    assert field in {"open", "high", "low", "close", "volume"}
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.5])
+def test_a_hint_fraction_outside_zero_to_one_is_refused(fraction):
+    with pytest.raises(TaskGenerationError, match=f"hint_fraction must be between 0 and 1, got {fraction}"):
+        generate_tasks(4, 2, templates=["price_field"], hint_fraction=fraction)
 
 
 def test_held_out_entities_refuse_templates_that_do_not_hold_entities_out():

@@ -167,6 +167,15 @@ def test_a_tool_error_is_shown_to_the_model_and_counted(make_env):
     assert env.get_metrics()["tool_errors"] == 1
 
 
+@pytest.mark.parametrize(("b", "reward"), [(3, 1.0), (4, 0.0)])
+def test_a_step_with_result_contains_counts_only_a_call_whose_output_contains_it(make_env, b, reward):
+    # `b` is free text here: only the server's output (2 + b) tells a right call from a wrong one
+    free_text = {**ADD_TRUTH["tool_sequence"][0], "params": {}, "result_contains": "5.0"}
+    env = started(make_env({**ADD_TRUTH, "tool_sequence": [free_text]}, reward_weights={"answer": 0, "format": 0}))
+    env.step(call("add", a=2, b=b))
+    assert env.step("done")["reward"] == pytest.approx(reward)
+
+
 def test_max_turns_ends_the_episode_with_partial_credit(make_env):
     env = started(make_env(max_turns=2))
     first = env.step(ADD_2_3)

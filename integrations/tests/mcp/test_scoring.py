@@ -132,6 +132,37 @@ def test_steps_must_be_matched_in_order():
     assert reward(GroundTruth.parse(TWO_STEPS), [PROFILE, SEARCH], None) == pytest.approx(0.1 + 0.1 + 0.1)
 
 
+BY_NAME = {
+    **PRICE,
+    "tool_sequence": [
+        {"step": 1, "server": "market", "tool": "search_tickers", "result_contains": "AAPL"},
+        {"step": 2, "server": "market", "tool": "get_stock_price", "params": {"ticker": "AAPL", "date": "2024-03-15"}},
+    ],
+}
+
+
+def search_call(result: str, error_kind=None) -> CallRecord:
+    return CallRecord("market", "search_tickers", {"query": "Apple"}, error_kind, result)
+
+
+def test_a_search_whose_result_holds_what_the_next_step_needs_earns_its_step():
+    # format 0.1 + tools 0.2 * 1/2 + params 0.2 * 1/2 (the step has no params), answer wrong
+    found = search_call('{"results":[{"ticker":"aapl","name":"Apple Inc."}]}')
+    assert reward(GroundTruth.parse(BY_NAME), [found], "1") == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        search_call('{"results":[{"ticker":"MSFT","name":"Microsoft Corporation"}]}'),
+        search_call('{"results":[]}'),
+        search_call("Unknown ticker AAPL", error_kind="tool_error"),
+    ],
+)
+def test_a_search_that_did_not_find_it_earns_nothing_for_its_step(call):
+    assert reward(GroundTruth.parse(BY_NAME), [call], "1") == pytest.approx(0.1)
+
+
 def test_a_task_without_an_expected_answer_is_scored_on_its_calls_alone():
     gt = truth(TWO_STEPS, success={"must_call_tool": True})
     # (0.1 + 0.2 + 0.2 * 1/2) / 0.5
@@ -228,6 +259,7 @@ def test_answer_match_defaults_to_numeric_for_numbers_and_contains_otherwise():
         ({"tool_sequence": [{"step": 1, "params": {}}]}, r"tool_sequence\[0\].tool: expected a tool name"),
         ({"limits": {"max_tools": -1}}, r"limits.max_tools: expected a positive integer"),
         ({"success": {}, "tool_sequence": []}, r"nothing to score"),
+        ({"tool_sequence": [{"tool": "search_tickers", "result_contains": " "}]}, r"\[0\].result_contains: expected a"),
     ],
 )
 def test_bad_ground_truth_is_rejected_naming_the_key(change, message):
