@@ -40,7 +40,7 @@ TEMPLATES="${TEMPLATES-price_field,price_field_by_name,financial_field,month_end
 HELD_OUT_ENTITIES="${HELD_OUT_ENTITIES:-1}"
 # Half of the training questions end with their template's hint: without hints the untrained model called
 # get_financials for a financial question in 0 of 40 samples, with half of them hinted in 25 of 40 (docs/results.md,
-# runs L2 and L3).
+# runs L2-L5).
 HINT_FRACTION="${HINT_FRACTION:-0.5}"
 split_args=()
 if [[ "$HELD_OUT_ENTITIES" == 1 ]]; then
