@@ -56,6 +56,8 @@ MCP_BEFORE = {
     "trainer.policy.optimizer_config.lr": 3e-4,
     "trainer.algorithm.kl_loss_coef": 0.01,
     "trainer.algorithm.zero_variance_filter": True,
+    "trainer.algorithm.zero_variance_kl_rows": 1,
+    "trainer.algorithm.zero_variance_kl_coef": 1.0,
     "trainer.train_batch_size": 4,
     "trainer.policy_mini_batch_size": 4,
     "trainer.micro_train_batch_size_per_gpu": 2,

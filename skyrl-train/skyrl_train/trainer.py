@@ -286,7 +286,7 @@ class PPOTrainer:
         metrics: dict[str, Any] = {}
         with self._timer("convert_to_training_input", metrics):
             training_batch, batch_metrics = build_training_batch(
-                rollouts, self.tokenizer.pad_token_id, algo.zero_variance_filter
+                rollouts, self.tokenizer.pad_token_id, algo.zero_variance_filter, algo.zero_variance_kl_rows
             )
         metrics.update(batch_metrics)
         metrics["trainer/response_tokens"] = float(training_batch["response_mask"].sum())
@@ -308,6 +308,8 @@ class PPOTrainer:
 
         with self._timer("compute_advantages_and_returns", metrics):
             training_batch["advantages"], training_batch["returns"] = self._advantages(training_batch, rollouts.uids)
+            if training_batch.get("kl_only") is not None:
+                training_batch["advantages"][training_batch["kl_only"]] = 0.0
         metrics.update(_advantage_metrics(training_batch))
         if cfg.trainer.dump_data_batch:
             dump_dir = self.export_path / "dumped_data"

@@ -208,14 +208,16 @@ def trajectory_rows(generator_output: GeneratorOutput) -> list[int]:
 
 
 def build_training_batch(
-    rollouts: Rollouts, pad_token_id: int, zero_variance_filter: bool = False
+    rollouts: Rollouts, pad_token_id: int, zero_variance_filter: bool = False, zero_variance_kl_rows: int = 0
 ) -> tuple[TrainingInputBatch, dict[str, float]]:
     """Tensors for the update, plus the batch-level data metrics.
 
     `baseline_mask` (bool [B]) is False for infrastructure failures: the advantage estimators leave them out
     of group statistics and give them advantage 0, and their loss mask is zero. In step-wise mode `is_last_step`
     (bool [B]) marks each trajectory's last row. With `zero_variance_filter`, groups whose trajectory returns are
-    all equal get a zero loss mask as well.
+    all equal get a zero loss mask as well, except the rows of their first `zero_variance_kl_rows` trajectories,
+    which `kl_only` (bool [B], set when that is above 0) marks: they stay in the loss, and the trainer gives them
+    advantage 0, for the KL term alone.
     """
     output = rollouts.output
     batch = convert_prompts_responses_to_batch_tensors(
@@ -234,10 +236,30 @@ def build_training_batch(
     metrics = {}
     if zero_variance_filter:
         keep = compute_zero_variance_mask(_row_trajectory_returns(batch), rollouts.uids)
-        batch["loss_mask"][~keep] = 0
+        kl_only = _first_trajectories(~keep & ~failed, rollouts.uids, batch.get("is_last_step"), zero_variance_kl_rows)
+        batch["loss_mask"][~keep & ~kl_only] = 0
         metrics["trainer/zero_variance_filtered_fraction"] = (~keep).float().mean().item()
+        if zero_variance_kl_rows:
+            batch["kl_only"] = kl_only
+            metrics["trainer/zero_variance_kl_only_fraction"] = kl_only.float().mean().item()
     batch.metadata["uids"] = rollouts.uids
     return batch, metrics
+
+
+def _first_trajectories(
+    rows: torch.Tensor, uids: list[str], is_last_step: torch.Tensor | None, per_group: int
+) -> torch.Tensor:
+    """bool [B]: of the marked `rows`, those of the first `per_group` trajectories of each group (uid)."""
+    trajectory = torch.arange(len(uids)) if is_last_step is None else trajectory_index(is_last_step)
+    chosen: dict[str, list[int]] = {}
+    picked = torch.zeros_like(rows)
+    for row in rows.nonzero().flatten().tolist():
+        taken = chosen.setdefault(uids[row], [])
+        t = int(trajectory[row])
+        if t not in taken and len(taken) < per_group:
+            taken.append(t)
+        picked[row] = t in taken
+    return picked
 
 
 def _row_trajectory_returns(batch: TrainingInputBatch) -> torch.Tensor:

@@ -287,6 +287,17 @@ class AlgorithmConfig:
         "Zero the loss mask of groups whose rewards are all equal. Micro-batches left without a loss token skip the "
         "backward, and (with the KL in the loss only) rows without one skip the reference forward.",
     )
+    zero_variance_kl_rows: int = knob(
+        0,
+        "With zero_variance_filter and use_kl_loss: the first N trajectories of every group the filter leaves out "
+        "keep their loss mask with advantage 0, so the KL term still anchors those prompts to the reference (the "
+        "filter otherwise leaves them free to drift with the other groups' updates). 0: the filter drops whole groups.",
+    )
+    zero_variance_kl_coef: float | None = knob(
+        None,
+        "KL coefficient of the rows zero_variance_kl_rows keeps (null: kl_loss_coef), so that prompts without a "
+        "learning signal can be anchored harder than the groups that learn.",
+    )
     lambd: float = knob(1.0, "GAE lambda.")
     gamma: float = knob(1.0, "Discount factor.")
     eps_clip_low: float = knob(0.2, "PPO ratio clip below 1.")

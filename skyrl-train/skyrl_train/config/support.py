@@ -450,6 +450,18 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "only with a KL term",
     ),
     Conditional(
+        ("trainer.algorithm.zero_variance_kl_rows",),
+        lambda cfg: cfg.trainer.algorithm.zero_variance_filter and cfg.trainer.algorithm.use_kl_loss,
+        "trainer.algorithm.zero_variance_filter=true and trainer.algorithm.use_kl_loss=true",
+        "only with zero_variance_filter and use_kl_loss",
+    ),
+    Conditional(
+        ("trainer.algorithm.zero_variance_kl_coef",),
+        lambda cfg: cfg.trainer.algorithm.zero_variance_kl_rows > 0 and cfg.trainer.algorithm.use_kl_loss,
+        "trainer.algorithm.zero_variance_kl_rows > 0 (with zero_variance_filter and use_kl_loss)",
+        "only with zero_variance_kl_rows",
+    ),
+    Conditional(
         ("trainer.algorithm.kl_ctrl.kl_target", "trainer.algorithm.kl_ctrl.horizon"),
         lambda cfg: cfg.trainer.algorithm.kl_ctrl.type == "adaptive",
         "trainer.algorithm.kl_ctrl.type=adaptive",

@@ -353,6 +353,9 @@ def _check_algorithm(cfg: SkyRLConfig, problems: list[str]) -> None:
             "generator.step_wise_trajectories=true gives each trajectory one advantage, broadcast to its turns; "
             "trainer.algorithm.advantage_estimator='gae' needs per-token values across turns and is not supported."
         )
+    _at_least(problems, "trainer.algorithm.zero_variance_kl_rows", a.zero_variance_kl_rows, 0)
+    if a.zero_variance_kl_coef is not None:
+        _at_least(problems, "trainer.algorithm.zero_variance_kl_coef", a.zero_variance_kl_coef, 0)
     ds = a.dynamic_sampling
     _at_least(problems, "trainer.algorithm.dynamic_sampling.max_sample_batches", ds.max_sample_batches, 1)
     if not 0 <= ds.min_replace_ratio <= 1:

@@ -5,7 +5,8 @@ Loss of one mini-batch, every term reduced with the mini-batch's normaliser ``Z`
     final_loss = policy_loss + kl_loss_coef · policy_kl − entropy_loss_coef · policy_entropy
 
 ``policy_kl`` is ``compute_approx_kl(logp, base_action_log_probs, kl_estimator_type)`` and enters the loss only
-with ``use_kl_loss``; ``policy_entropy`` enters it only with ``use_entropy_loss``. Both are reported whenever
+with ``use_kl_loss`` (rows the batch marks ``kl_only``, kept by ``zero_variance_kl_rows``, weigh theirs with
+``zero_variance_kl_coef`` when that is set); ``policy_entropy`` enters it only with ``use_entropy_loss``. Both are reported whenever
 they can be computed.
 
 Metrics of ``ppo_train`` (prefix ``policy/``), averaged over the update's optimizer steps unless noted:
@@ -217,10 +218,12 @@ class PolicyWorker(TrainableWorker):
         ref_logprobs = micro_batch.get("base_action_log_probs")
         if ref_logprobs is not None:
             kl_input = logprobs if algo.use_kl_loss else logprobs.detach()
-            kl = self._reduce(
-                compute_approx_kl(kl_input, ref_logprobs, loss_mask, algo.kl_estimator_type), loss_mask, info
-            )
-            if algo.use_kl_loss:
+            per_token_kl = compute_approx_kl(kl_input, ref_logprobs, loss_mask, algo.kl_estimator_type)
+            kl = self._reduce(per_token_kl, loss_mask, info)
+            kl_only = micro_batch.get("kl_only")
+            if algo.use_kl_loss and kl_only is not None:
+                loss = loss + self._reduce(per_token_kl * self._kl_coefs(kl_only), loss_mask, info)
+            elif algo.use_kl_loss:
                 loss = loss + algo.kl_loss_coef * kl
             metrics["policy_kl"] = kl.item()
         elif algo.use_kl_loss:
@@ -230,6 +233,13 @@ class PolicyWorker(TrainableWorker):
         if correction is not None:
             metrics.update(_correction_metrics(correction.stats, info))
         return loss, metrics
+
+    def _kl_coefs(self, kl_only: torch.Tensor) -> torch.Tensor:
+        """[B, 1]: each row's KL coefficient: ``zero_variance_kl_coef`` (if set) on the rows kept for the KL alone."""
+        algo = self.algorithm_config
+        anchor = algo.kl_loss_coef if algo.zero_variance_kl_coef is None else algo.zero_variance_kl_coef
+        coefs = torch.full(kl_only.shape, algo.kl_loss_coef, dtype=torch.float32, device=kl_only.device)
+        return coefs.masked_fill(kl_only, anchor).unsqueeze(-1)
 
     def _adds_no_gradient(self, micro_batch: TrainingInputBatch) -> bool:
         """A built-in policy loss is zero, and so is its gradient, on tokens whose advantage is zero; a KL or entropy

@@ -370,12 +370,13 @@ def _trainer_step(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
         "loss_mask": batch["loss_mask"].tolist(),
         "kl_in_reward": {k: round(v, 6) for k, v in metrics.items() if k.startswith("loss/")},
         "kl_coef_after": None if trainer.kl_controller is None else trainer.kl_controller.value,
+        "policy/final_loss": round(metrics["policy/final_loss"], 6),
         "dumped": sorted(p.name for p in dumps.iterdir()) if dumps.exists() else [],
     }
 
 
 STEP = Probe(
-    "one trainer step on fixed rollouts: calls, advantages, KL-in-reward",
+    "one trainer step on fixed rollouts: calls, advantages, KL-in-reward, the policy loss",
     _trainer_step,
     (
         "trainer.train_batch_size=2",

@@ -233,6 +233,23 @@ ROWS: dict[str, Refused | Effect | Open] = {
     "trainer.algorithm.loss_reduction": Effect(UPDATE, "sequence_mean", "policy/policy_loss"),
     "trainer.algorithm.grpo_norm_by_std": Effect(STEP, "false", "advantages"),
     "trainer.algorithm.zero_variance_filter": Effect(STEP, "true", "loss_mask"),
+    "trainer.algorithm.zero_variance_kl_rows": Effect(
+        STEP,
+        "1",
+        "loss_mask",
+        where("trainer.algorithm.zero_variance_filter=true", "trainer.algorithm.use_kl_loss=true"),
+    ),
+    "trainer.algorithm.zero_variance_kl_coef": Effect(
+        STEP,
+        "5.0",
+        "policy/final_loss",
+        where(
+            "trainer.algorithm.zero_variance_filter=true",
+            "trainer.algorithm.use_kl_loss=true",
+            "trainer.algorithm.zero_variance_kl_rows=1",
+            "trainer.ref.model.path={tiny_other}",
+        ),
+    ),
     "trainer.algorithm.lambd": Effect(
         STEP,
         "0.5",

@@ -1,6 +1,7 @@
 """With the KL in the loss only, the reference forward covers only the rows that have a loss token: a group the
 zero-variance filter dropped costs no reference forward, and the step is the same as with the forward over every row.
-With the KL in the reward every row needs its reference logprobs.
+With the KL in the reward every row needs its reference logprobs. With `zero_variance_kl_rows`, the first trajectories of
+a dropped group stay in the loss for the KL term alone (advantage 0), and get their reference forward.
 
 Each run is one real step (``run_one_step``) on the same rollouts, whose second GRPO group has equal rewards.
 """
@@ -11,6 +12,9 @@ import pytest
 import torch
 
 from skyrl_train import trainer as trainer_module
+from skyrl_train.testing import tiny_model_path
+from skyrl_train.trainer_utils import _first_trajectories
+from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.ref import RefWorker
 
 from .conftest import RolloutReplay
@@ -55,3 +59,55 @@ def test_the_kl_in_the_reward_needs_every_row(run_one_step, ref_rows):
     rollouts = RolloutReplay(SECOND_GROUP_EQUAL)
     run_one_step("in_reward", *FILTERED, "trainer.algorithm.use_kl_in_reward=true", edit_output=rollouts.record)
     assert ref_rows == [4]
+
+
+def test_a_dropped_groups_first_trajectory_stays_in_the_loss_for_the_kl_alone(run_one_step, ref_rows, tmp_path):
+    overrides = (
+        *FILTERED,
+        "trainer.algorithm.use_kl_loss=true",
+        "trainer.algorithm.zero_variance_kl_rows=1",
+        "trainer.dump_data_batch=true",
+    )
+    anchored = run_one_step("anchored", *overrides, edit_output=RolloutReplay(SECOND_GROUP_EQUAL).record)
+
+    assert ref_rows == [3]
+    assert anchored.metrics["trainer/zero_variance_filtered_fraction"] == 0.5
+    assert anchored.metrics["trainer/zero_variance_kl_only_fraction"] == 0.25
+    (dumped,) = (tmp_path / "anchored" / "exports" / "dumped_data").glob("*_training_input.pkl")
+    batch = TrainingInputBatch.load(dumped)
+    assert batch["kl_only"].tolist() == [False, False, True, False]
+    loss_tokens = batch["loss_mask"].sum(dim=-1)
+    assert (loss_tokens[:3] > 0).all() and loss_tokens[3] == 0
+    assert batch["advantages"][0].abs().sum() > 0 and (batch["advantages"][2] == 0).all()
+    assert (batch["base_action_log_probs"][2][batch["loss_mask"][2] > 0] < 0).all()
+
+
+def test_the_kl_rows_are_counted_per_trajectory_in_step_wise_batches():
+    # Two groups of two trajectories; group "b" is dropped. Its first trajectory has rows 3 and 4 (two turns).
+    dropped = torch.tensor([False, False, False, True, True, True])
+    is_last_step = torch.tensor([True, False, True, False, True, True])
+    uids = ["a", "a", "a", "b", "b", "b"]
+    assert _first_trajectories(dropped, uids, is_last_step, 1).tolist() == [False, False, False, True, True, False]
+    assert _first_trajectories(dropped, uids, is_last_step, 2).tolist() == [False, False, False, True, True, True]
+    assert not _first_trajectories(dropped, uids, is_last_step, 0).any()
+
+
+def test_the_kl_rows_pull_with_their_own_coefficient(run_one_step, tiny_model, max_relative_difference):
+    # Full fine-tuning against a reference with other weights, so that the KL and its gradient are not zero at the
+    # first step.
+    other = tiny_model_path(seed=1)
+    overrides = (
+        "trainer.algorithm.zero_variance_filter=true",
+        "trainer.algorithm.use_kl_loss=true",
+        "trainer.algorithm.kl_loss_coef=0.0",
+        "trainer.algorithm.zero_variance_kl_rows=1",
+        f"trainer.ref.model.path={other}",
+    )
+    rollouts = RolloutReplay(SECOND_GROUP_EQUAL)
+    free = run_one_step("free", *overrides, "trainer.algorithm.zero_variance_kl_coef=0.0", edit_output=rollouts.record)
+    held = run_one_step("held", *overrides, "trainer.algorithm.zero_variance_kl_coef=5.0", edit_output=rollouts.replay)
+
+    assert free.metrics["policy/policy_kl"] == pytest.approx(held.metrics["policy/policy_kl"], rel=1e-6)
+    assert held.metrics["policy/policy_kl"] > 0
+    assert held.metrics["policy/final_loss"] > free.metrics["policy/final_loss"]
+    assert max_relative_difference(held.weights, free.weights) > 1e-4
