@@ -291,7 +291,8 @@ class AlgorithmConfig:
         0,
         "With zero_variance_filter and use_kl_loss: the first N trajectories of every group the filter leaves out "
         "keep their loss mask with advantage 0, so the KL term still anchors those prompts to the reference (the "
-        "filter otherwise leaves them free to drift with the other groups' updates). 0: the filter drops whole groups.",
+        "filter otherwise leaves them free to drift with the other groups' updates; a critic also fits their values). "
+        "0: the filter drops whole groups.",
     )
     zero_variance_kl_coef: float | None = knob(
         None,

@@ -5,9 +5,9 @@ Loss of one mini-batch, every term reduced with the mini-batch's normaliser ``Z`
     final_loss = policy_loss + kl_loss_coef · policy_kl − entropy_loss_coef · policy_entropy
 
 ``policy_kl`` is ``compute_approx_kl(logp, base_action_log_probs, kl_estimator_type)`` and enters the loss only
-with ``use_kl_loss`` (rows the batch marks ``kl_only``, kept by ``zero_variance_kl_rows``, weigh theirs with
-``zero_variance_kl_coef`` when that is set); ``policy_entropy`` enters it only with ``use_entropy_loss``. Both are reported whenever
-they can be computed.
+with ``use_kl_loss``; rows the batch marks ``kl_only`` (kept by ``zero_variance_kl_rows``, advantage 0) weigh theirs
+with ``zero_variance_kl_coef`` when that is set, and count in the reported ``policy_kl`` like any other row.
+``policy_entropy`` enters the loss only with ``use_entropy_loss``. Both are reported whenever they can be computed.
 
 Metrics of ``ppo_train`` (prefix ``policy/``), averaged over the update's optimizer steps unless noted:
 
