@@ -92,7 +92,7 @@ def test_the_kl_rows_are_counted_per_trajectory_in_step_wise_batches():
     assert not _first_trajectories(dropped, uids, is_last_step, 0).any()
 
 
-def test_the_kl_rows_pull_with_their_own_coefficient(run_one_step, tiny_model, max_relative_difference):
+def test_the_kl_rows_pull_with_their_own_coefficient(run_one_step, max_relative_difference):
     # Full fine-tuning against a reference with other weights, so that the KL and its gradient are not zero at the
     # first step.
     other = tiny_model_path(seed=1)
