@@ -57,6 +57,7 @@ from skyrl_train.trainer_utils import (
     build_training_batch,
     prepare_generator_input,
     reward_metrics,
+    zero_negative_hinted_advantages,
 )
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.utils.memory import PeakRSS, release_free_memory
@@ -310,6 +311,8 @@ class PPOTrainer:
             training_batch["advantages"], training_batch["returns"] = self._advantages(training_batch, rollouts.uids)
             if training_batch.get("kl_only") is not None:
                 training_batch["advantages"][training_batch["kl_only"]] = 0.0
+            if cfg.trainer.algorithm.hinted_rows_positive_only:
+                metrics.update(zero_negative_hinted_advantages(training_batch, rollouts))
         metrics.update(_advantage_metrics(training_batch))
         if cfg.trainer.dump_data_batch:
             dump_dir = self.export_path / "dumped_data"

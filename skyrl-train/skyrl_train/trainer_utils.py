@@ -18,7 +18,7 @@ from skyrl_train.generators.base import (
     GeneratorOutput,
     TrajectoryID,
 )
-from skyrl_train.generators.utils import get_rollout_metrics
+from skyrl_train.generators.utils import get_rollout_metrics, row_hint
 from skyrl_train.inference_engines.base import SamplingParams
 from skyrl_train.metrics import compute_reward_metrics
 from skyrl_train.training_batch import TrainingInputBatch
@@ -244,6 +244,16 @@ def build_training_batch(
             metrics["trainer/zero_variance_kl_only_fraction"] = kl_only.float().mean().item()
     batch.metadata["uids"] = rollouts.uids
     return batch, metrics
+
+
+def zero_negative_hinted_advantages(batch: TrainingInputBatch, rollouts: Rollouts) -> dict[str, float]:
+    """`trainer.algorithm.hinted_rows_positive_only`: the rows whose question carries a hint (`extra_info.hint`) keep
+    only positive advantages; returns the share of rows whose negative advantage was zeroed."""
+    hinted = torch.tensor([row_hint(extras) is not None for extras in rollouts.env_extras])
+    advantages = batch["advantages"]
+    negative = hinted.unsqueeze(-1) & (advantages < 0)
+    advantages[negative] = 0.0
+    return {"trainer/hinted_negative_advantage_fraction": negative.any(dim=-1).float().mean().item()}
 
 
 def _first_trajectories(

@@ -844,8 +844,9 @@ def generate_tasks(
     ``/seen``); every template must hold entities out (`Template.holds_out`) and gets an equal share of each.
 
     With ``hint_fraction`` > 0, that share of the training questions whose template has a hint (`Draft.hint`) end
-    with it (``extra_info.hinted``), chosen by the hash of the task id, so the questions and their split do not
-    change; held-out questions never do.
+    with it (``extra_info.hint``: the text added, which ``generator.train_without_hints`` cuts from the prompt the loss
+    sees), chosen by the hash of the task id, so the questions and their split do not change; held-out questions never
+    do.
 
     Every row offers the agent every tool of ``servers`` (``extra_info.servers`` / ``extra_info.tools``), so the
     tool is the agent's choice; ``data_source`` is ``mcp/<server of the first call>/<template>``, so eval figures
@@ -940,7 +941,7 @@ class _RowMaker:
         question = draft.question
         if split == "train" and draft.hint is not None and _share_of(task_id) < self.hint_fraction:
             question = f"{question} {draft.hint}"
-            extra["hinted"] = True
+            extra["hint"] = draft.hint
         return TaskRow(
             task_id=task_id,
             system_prompt=SYSTEM_PROMPT,

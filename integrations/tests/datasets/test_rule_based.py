@@ -388,7 +388,7 @@ def hinted_tasks():
 
 
 def test_hints_end_some_training_questions_and_change_nothing_else(entity_tasks, hinted_tasks):
-    hinted = [t for t in hinted_tasks if t.extra.get("hinted")]
+    hinted = [t for t in hinted_tasks if t.extra.get("hint")]
     assert 0 < len(hinted) < 24 and {t.split for t in hinted} == {"train"}
     by_id = {t.task_id: t for t in entity_tasks}
     assert [t.task_id for t in hinted_tasks] == [t.task_id for t in entity_tasks]
@@ -396,13 +396,14 @@ def test_hints_end_some_training_questions_and_change_nothing_else(entity_tasks,
         plain = by_id[task.task_id]
         assert task.tool_sequence == plain.tool_sequence and task.expected_answer == plain.expected_answer
         if task in hinted:
-            assert task.user_prompt.startswith(plain.user_prompt + " Hint: ")
+            assert task.user_prompt == f"{plain.user_prompt} {task.extra['hint']}"
+            assert task.extra["hint"].startswith("Hint: ")
         else:
             assert task.user_prompt == plain.user_prompt
 
 
 def test_a_hint_names_the_tools_and_the_field_of_its_question(hinted_tasks):
-    hints = {t.extra["template"]: t.user_prompt.partition(" Hint: ")[2] for t in hinted_tasks if t.extra.get("hinted")}
+    hints = {t.extra["template"]: t.user_prompt.partition(" Hint: ")[2] for t in hinted_tasks if t.extra.get("hint")}
     assert hints["financial_field"].startswith("get_financials gives the period's ")
     assert hints["price_field_by_name"].startswith("search_tickers finds the company's ticker, then get_stock_price")
     assert hints["month_end_close"] == "get_price_history lists the month's trading days; the last one's close is the answer."  # fmt: skip

@@ -299,6 +299,12 @@ class AlgorithmConfig:
         "KL coefficient of the rows zero_variance_kl_rows keeps (null: kl_loss_coef), so that prompts without a "
         "learning signal can be anchored harder than the groups that learn.",
     )
+    hinted_rows_positive_only: bool = knob(
+        False,
+        "With generator.train_without_hints: a row trained without its hint keeps only a positive advantage (a negative "
+        "one becomes 0), as STaR's rationalization keeps only the hinted solutions that worked: what a hinted rollout "
+        "got wrong says little about what to do without the hint.",
+    )
     lambd: float = knob(1.0, "GAE lambda.")
     gamma: float = knob(1.0, "Discount factor.")
     eps_clip_low: float = knob(0.2, "PPO ratio clip below 1.")
@@ -554,6 +560,13 @@ class GeneratorConfig:
         False,
         "A turn cut by max_generate_length ends the trajectory (stop reason length, reward 0) instead of reaching "
         "the env, whose tool-call parser might run a call whose JSON was cut.",
+    )
+    train_without_hints: bool = knob(
+        False,
+        "A row whose extra_info.hint is set (the text its last user message ends with) is generated with the hint and "
+        "trained without it: the training rows carry the prompt without the hint, so what a hinted rollout found is "
+        "learned for the question alone. Its rollout logprobs stay those of the hinted prompt, so an "
+        "off_policy_correction weighs what the hint changed down.",
     )
     step_wise_trajectories: bool = knob(False, "Train on each turn as its own sample.")
     rope_scaling: dict[str, Any] | None = knob("${trainer.rope_scaling}", "RoPE scaling for the engines.")

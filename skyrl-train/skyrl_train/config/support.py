@@ -462,6 +462,12 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "only with zero_variance_kl_rows",
     ),
     Conditional(
+        ("trainer.algorithm.hinted_rows_positive_only",),
+        lambda cfg: cfg.generator.train_without_hints,
+        "generator.train_without_hints=true",
+        "only with train_without_hints",
+    ),
+    Conditional(
         ("trainer.algorithm.kl_ctrl.kl_target", "trainer.algorithm.kl_ctrl.horizon"),
         lambda cfg: cfg.trainer.algorithm.kl_ctrl.type == "adaptive",
         "trainer.algorithm.kl_ctrl.type=adaptive",

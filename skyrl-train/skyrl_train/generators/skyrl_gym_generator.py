@@ -35,6 +35,12 @@ Sampling seeds: with a `seed` (the entrypoint passes `trainer.seed`) and samplin
 call of a trajectory that has a trajectory id, in a batch with metadata, samples with its own seed derived from the
 call's identity (`sampling_seeds`), so its tokens do not depend on which other requests the engine batched it with.
 
+Hints out of the loss (`generator.train_without_hints`): a row whose `extra_info.hint` is set (the text its last user
+message ends with) is generated with its hint and trained without it: its training rows carry the prompt ids of the
+env's initial prompt with the hint cut out, and the response ids as sampled. The rollout is then off-policy for the
+prompt it is trained on (its sampled logprobs are those of the hinted context); the trainer's own forward computes the
+old, new and reference logprobs on the unhinted one.
+
 Envs are made and driven by `EnvRunner` (`skyrl_train.generators.env_runner`): the sync/async bridge, the env thread
 pool, `env.close()` exactly once on every path, and the turn count: after `generator.max_turns` turns the episode
 ends even if the env has not said done, and the trajectory keeps its last turn's stop reason, as when an env ends it.
@@ -68,7 +74,9 @@ from skyrl_train.generators.utils import (
     encode_chat,
     get_generation_prompt_ids,
     get_rollout_metrics,
+    prompt_without_hint,
     resolve_sampling_params,
+    row_hint,
     trajectory_counters,
     zero_rewards_on_non_stop,
 )
@@ -152,6 +160,14 @@ class _Rollout:
     retokenized_turns: int = 0
     seeds: TrajectorySeeds | None = None
     """Where each turn's sampling seed comes from (`sampling_seeds`); None: the sampling params' own seed."""
+    train_prompt_ids: list[int] | None = None
+    """The prompt the training rows carry instead of `prompt_ids` (`generator.train_without_hints`: without the hint)."""
+
+    def training_context(self) -> list[int]:
+        """The running context as the training rows carry it: `input_ids` with `train_prompt_ids` as its prompt."""
+        if self.train_prompt_ids is None:
+            return list(self.input_ids)
+        return self.train_prompt_ids + self.input_ids[len(self.prompt_ids) :]
 
     @property
     def response_length(self) -> int:
@@ -170,7 +186,7 @@ class _Rollout:
             rewards[turn.reward_offset] = reward
             self.steps.append(
                 TrajectoryRow(
-                    list(self.input_ids),
+                    self.training_context(),
                     turn.ids,
                     turn.loss_mask,
                     turn.logprobs,
@@ -227,6 +243,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         self.append_eos_after_stop: bool = generator_cfg.append_eos_token_after_stop_str_in_multi_turn
         self.inject_context_status: bool = generator_cfg.inject_context_status
         self.truncated_turn_ends_trajectory: bool = generator_cfg.truncated_turn_ends_trajectory
+        self.train_without_hints: bool = generator_cfg.train_without_hints
         self.trajectory_timeout: float | None = generator_cfg.trajectory_timeout_seconds or None
         self.default_sampling_params = resolve_sampling_params(generator_cfg.sampling_params)
         self._template_kwargs: dict[str, Any] = dict(generator_cfg.chat_template_kwargs)
@@ -346,6 +363,7 @@ class SkyRLGymGenerator(GeneratorInterface):
                     steps=[] if self.step_wise else None,
                     conversation=TrajectoryConversation(list(init_prompt)),
                     seeds=seeds,
+                    train_prompt_ids=self._train_prompt_ids(init_prompt, env_extras),
                 )
                 await self._run_turns(session, rollout, sampling_params, session_id)
             return self._finish(rollout, session.env.get_metrics(), rollout.reported_failure)
@@ -364,6 +382,14 @@ class SkyRLGymGenerator(GeneratorInterface):
         finally:
             if session is not None:
                 await session.close()
+
+    def _train_prompt_ids(self, init_prompt: ConversationType, env_extras: dict[str, Any] | None) -> list[int] | None:
+        """With `train_without_hints`, the ids of `init_prompt` without the row's `extra_info.hint`; else None."""
+        hint = row_hint(env_extras) if self.train_without_hints else None
+        if hint is None:
+            return None
+        unhinted = prompt_without_hint(init_prompt, hint)
+        return encode_chat(self.tokenizer, unhinted, True, **self._template_kwargs)
 
     async def _run_turns(
         self, session: EnvSession, rollout: _Rollout, sampling_params: SamplingParams, session_id: str | None
@@ -511,7 +537,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         if masked:
             loss_mask = [0] * len(loss_mask)
         row = TrajectoryRow(
-            rollout.prompt_ids,
+            rollout.prompt_ids if rollout.train_prompt_ids is None else rollout.train_prompt_ids,
             response,
             loss_mask,
             logprobs,

@@ -68,6 +68,29 @@ def encode_chat(tokenizer, messages: ConversationType, add_generation_prompt: bo
     )
 
 
+def row_hint(env_extras: Mapping[str, Any] | None) -> str | None:
+    """The hint a row's question ends with (`extra_info.hint`), or None; a hint that is not a non-empty string
+    raises ValueError."""
+    hint = ((env_extras or {}).get("extra_info") or {}).get("hint")
+    if hint is not None and (not isinstance(hint, str) or not hint.strip()):
+        raise ValueError(f"extra_info.hint must be a non-empty string, got {hint!r}")
+    return hint
+
+
+def prompt_without_hint(messages: ConversationType, hint: str) -> ConversationType:
+    """`messages` with `hint` cut from the end of the last user message (`generator.train_without_hints`).
+
+    Raises ValueError when that message does not end with the hint: the row's `extra_info.hint` must be the text
+    its question ends with.
+    """
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    content = messages[users[-1]].get("content") if users else None
+    if not isinstance(content, str) or not content.rstrip().endswith(hint.strip()):
+        raise ValueError(f"extra_info.hint {hint!r} is not the end of the prompt's last user message {content!r}")
+    trimmed = content.rstrip()[: -len(hint.strip())].rstrip()
+    return [dict(m, content=trimmed) if i == users[-1] else m for i, m in enumerate(messages)]
+
+
 def get_generation_prompt_ids(tokenizer, **template_kwargs) -> list[int]:
     """The ids `add_generation_prompt=True` appends (e.g. `<|im_start|>assistant\\n`), found by diffing."""
     turn = [{"role": "user", "content": ""}]

@@ -115,19 +115,21 @@ def observe(probe: Probe, settings: tuple[str, ...], workdir: Path) -> dict[str,
 # ------------------------------------------------------------------------------------------------------------ data
 
 
-def _row(content: str, source: str) -> dict[str, Any]:
+def _row(content: str, source: str, hint: str | None = None) -> dict[str, Any]:
     return {
-        "prompt": [{"role": "user", "content": content}],
+        "prompt": [{"role": "user", "content": content if hint is None else f"{content} {hint}"}],
         "env_class": None,
         "data_source": source,
         "reward_spec": {"method": "rule", "ground_truth": "4"},
+        "extra_info": {"hint": hint},
     }
 
 
 def write_data(workdir: Path) -> None:
-    """`prompts.jsonl`: 8 short prompts of sources a (4) and b (4), and one of ~60 tokens; `other.jsonl`: 2 other
-    prompts; `gsm8k/{train,validation}.parquet`: 2 synthetic gsm8k problems each."""
-    rows = [_row(f"What is {i}+{i}?", "a" if i < 4 else "b") for i in range(8)]
+    """`prompts.jsonl`: 8 short prompts of sources a (4) and b (4), each ending with a hint (`extra_info.hint`), and one
+    of ~60 tokens; `other.jsonl`: 2 other prompts; `gsm8k/{train,validation}.parquet`: 2 synthetic gsm8k problems
+    each."""
+    rows = [_row(f"What is {i}+{i}?", "a" if i < 4 else "b", hint="Hint: add.") for i in range(8)]
     rows.append(_row("Add these numbers please: " + " + ".join(str(i) for i in range(25)), "a"))
     (workdir / "prompts.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     other = [_row(f"Name {i} colours.", "c") for i in range(2)]
@@ -312,11 +314,11 @@ UPDATE = Probe(
 
 
 def _fixed_rollouts(cfg: SkyRLConfig) -> Rollouts:
-    """2 prompts x 2 samples: rewards 1, 0 (a group with signal) and 0, 0 (zero variance)."""
+    """2 prompts x 2 samples: rewards 1, 0 (a group with signal, its question hinted) and 0, 0 (zero variance)."""
     batch = {
         "prompt": [[{"role": "user", "content": q}] for q in ("a", "b")],
         "env_class": [None, None],
-        "env_extras": [{}, {}],
+        "env_extras": [{"extra_info": {"hint": "Hint: x."}}, {}],
         "uid": ["0", "1"],
     }
     generator_input, uids = prepare_generator_input(batch, 2, cfg.generator.sampling_params, "gsm8k", "train", 1)
@@ -462,7 +464,8 @@ def _generation(phase: str) -> Callable[[SkyRLConfig, Path], dict[str, Any]]:
                 await engine.teardown()
 
         outcome = _outcome(lambda: asyncio.run(run()))
-        output = {k: [o.get(k) for o in outputs] for k in ("response_ids", "rewards", "loss_masks", "stop_reasons")}
+        keys = ("prompt_token_ids", "response_ids", "rewards", "loss_masks", "stop_reasons")
+        output = {k: [o.get(k) for o in outputs] for k in keys}
         output["rollout_logprobs"] = [
             None if o.get("rollout_logprobs") is None else [[round(x, 4) for x in r] for r in o["rollout_logprobs"]]
             for o in outputs

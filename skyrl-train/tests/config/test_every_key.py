@@ -250,6 +250,9 @@ ROWS: dict[str, Refused | Effect | Open] = {
             "trainer.ref.model.path={tiny_other}",
         ),
     ),
+    "trainer.algorithm.hinted_rows_positive_only": Effect(
+        STEP, "true", "advantages", where("generator.train_without_hints=true")
+    ),
     "trainer.algorithm.lambd": Effect(
         STEP,
         "0.5",
@@ -359,6 +362,7 @@ ROWS: dict[str, Refused | Effect | Open] = {
     "generator.zero_reward_on_non_stop": Effect(TRAIN_GENERATION, "true", "rewards"),
     "generator.apply_overlong_filtering": Effect(TRAIN_GENERATION, "true", "loss_masks"),
     "generator.truncated_turn_ends_trajectory": Effect(TRAIN_GENERATION, "true", "rewards", where(MULTI_TURN)),
+    "generator.train_without_hints": Effect(TRAIN_GENERATION, "true", "prompt_token_ids"),
     "generator.step_wise_trajectories": Effect(TRAIN_GENERATION, "true", "rows", where(MULTI_TURN), expect=[4]),
     **_sampling_rows("sampling_params"),
     f"generator.sampling_params.{OPEN_KEY}": Open(
