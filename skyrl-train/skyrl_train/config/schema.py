@@ -564,8 +564,8 @@ class GeneratorConfig:
     train_without_hints: bool = knob(
         False,
         "A row whose extra_info.hint is set (the text its last user message ends with) is generated with the hint and "
-        "trained without it: the training rows carry the prompt without the hint, so what a hinted rollout found is "
-        "learned for the question alone. Its rollout logprobs stay those of the hinted prompt, so an "
+        "trained without it: the training rows carry the prompt without the hint, so the hinted replies are trained "
+        "as replies to the question alone. Its rollout logprobs stay those of the hinted prompt, so an "
         "off_policy_correction weighs what the hint changed down.",
     )
     step_wise_trajectories: bool = knob(False, "Train on each turn as its own sample.")

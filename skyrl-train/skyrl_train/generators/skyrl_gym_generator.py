@@ -163,11 +163,14 @@ class _Rollout:
     train_prompt_ids: list[int] | None = None
     """The prompt the training rows carry instead of `prompt_ids` (`generator.train_without_hints`: without the hint)."""
 
+    @property
+    def training_prompt_ids(self) -> list[int]:
+        """The prompt of the training rows: `train_prompt_ids` if set, else `prompt_ids`."""
+        return self.prompt_ids if self.train_prompt_ids is None else self.train_prompt_ids
+
     def training_context(self) -> list[int]:
-        """The running context as the training rows carry it: `input_ids` with `train_prompt_ids` as its prompt."""
-        if self.train_prompt_ids is None:
-            return list(self.input_ids)
-        return self.train_prompt_ids + self.input_ids[len(self.prompt_ids) :]
+        """The running context as the training rows carry it: `input_ids` with `training_prompt_ids` as its prompt."""
+        return self.training_prompt_ids + self.input_ids[len(self.prompt_ids) :]
 
     @property
     def response_length(self) -> int:
@@ -537,7 +540,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         if masked:
             loss_mask = [0] * len(loss_mask)
         row = TrajectoryRow(
-            rollout.prompt_ids if rollout.train_prompt_ids is None else rollout.train_prompt_ids,
+            rollout.training_prompt_ids,
             response,
             loss_mask,
             logprobs,
