@@ -35,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+from skyrl_train.testing import TEST_CONTROL_TOKEN
 from skyrl_train.testing.serve_process import start_server
 from skyrl_train.tracking.metrics_file import read_metrics
 
@@ -90,6 +91,7 @@ def run_once(args: argparse.Namespace, recipe: str, mode: str, run: int, model: 
         cpu_cores=[args.server_core],
         extra_args=["--max-num-seqs", str(args.max_num_seqs)],
         env={"OMP_NUM_THREADS": "1"},
+        lora_root=out,
     )
     overrides = [
         *recipe_overrides(recipe, data),
@@ -105,6 +107,7 @@ def run_once(args: argparse.Namespace, recipe: str, mode: str, run: int, model: 
         "generator.run_engines_locally=false",
         f"generator.remote_inference_engine_urls=[{url}]",
         f"generator.model_name={SERVED_NAME}",
+        f"generator.remote_inference_engine_control_token={TEST_CONTROL_TOKEN}",
         "generator.weight_sync_backend=gloo",
         f"trainer.fully_async.max_staleness_steps={MODES[mode]}",
     ]

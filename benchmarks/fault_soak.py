@@ -301,14 +301,18 @@ class EngineServer:
         self.proxy = EngineFaultProxy(self.base_url, soak, rng)
 
     def start(self) -> None:
+        from skyrl_train.testing import TEST_CONTROL_TOKEN
+
         with open(self.log, "a") as log:
             self.process = subprocess.Popen(
                 [PYTHON, "-m", "skyrl_train.serve", "--model", self.model, "--port", "0"]
-                + ["--served-model-name", SERVED_NAME, "--log-level", "warning"],
+                + ["--served-model-name", SERVED_NAME, "--log-level", "warning"]
+                + ["--enable-control", "--lora-root", str(self.log.parent)],  # the soak's folder holds lora_sync/
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
-                env={**os.environ, "OMP_NUM_THREADS": "1"},  # tiny model; the cores are shared with the trainer
+                # tiny model; the cores are shared with the trainer
+                env={**os.environ, "OMP_NUM_THREADS": "1", "SKYRL_CONTROL_TOKEN": TEST_CONTROL_TOKEN},
             )
         for line in self.process.stdout:
             if line.startswith("serving "):
@@ -441,7 +445,7 @@ class Soak:
     # -- the trainer ---------------------------------------------------------------------------------------------
 
     def command(self) -> list[str]:
-        from skyrl_train.testing import TINY_RUN_OVERRIDES
+        from skyrl_train.testing import TEST_CONTROL_TOKEN, TINY_RUN_OVERRIDES
 
         relay = [PYTHON, str(Path(__file__).resolve()), "mcp-relay", str(self.control)]
         servers = "{market: {command: [" + ", ".join(json.dumps(part) for part in relay) + "]}}"
@@ -484,6 +488,7 @@ class Soak:
             f"generator.num_inference_engines={len(self.engines)}",
             f"generator.remote_inference_engine_urls=[{urls}]",
             f"generator.model_name={SERVED_NAME}",
+            f"generator.remote_inference_engine_control_token={TEST_CONTROL_TOKEN}",
             f"trainer.policy.model.lora.lora_sync_path={self.work / 'lora_sync'}",
         ]
 
@@ -811,17 +816,17 @@ def check_checkpoints(soak: Soak, problems: list[str]) -> list[int]:
 
 def _load_problems(folder: Path, step: int, where: str) -> list[str]:
     """Load every weight / state file of a checkpoint folder; the trainer state must name `step`."""
-    import torch
     from safetensors.torch import load_file
 
     from skyrl_train.trainer import TRAINER_STATE_FILE
+    from skyrl_train.utils.plain_data import load_plain
 
     try:
         for path in sorted(folder.rglob("*.safetensors")):
             load_file(str(path))
         for path in sorted(folder.rglob("*.pt")):
-            torch.load(path, weights_only=False)
-        state = torch.load(folder / TRAINER_STATE_FILE, weights_only=False)
+            load_plain(path)
+        state = load_plain(folder / TRAINER_STATE_FILE)
     except Exception as error:  # noqa: BLE001 - any failure to load is what this check reports
         return [f"{where} checkpoint {folder.name} does not load: {error}"]
     if state.get("global_step") != step:

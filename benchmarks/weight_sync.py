@@ -22,7 +22,7 @@ from skyrl_train.config.schema import AlgorithmConfig, LoraConfig, ModelConfig, 
 from skyrl_train.inference_engines.client import InferenceEngineClient
 from skyrl_train.inference_engines.remote import RemoteInferenceEngine
 from skyrl_train.models import DEFAULT_MODEL, load_tokenizer
-from skyrl_train.testing import served_model
+from skyrl_train.testing import TEST_CONTROL_TOKEN, served_model
 from skyrl_train.weight_sync import WeightSyncSender
 from skyrl_train.workers import PolicyWorker
 
@@ -40,8 +40,10 @@ async def time_syncs(sender: WeightSyncSender, repeats: int) -> float:
 async def main(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.model)
     async with contextlib.AsyncExitStack() as stack:
+        adapters = stack.enter_context(tempfile.TemporaryDirectory())  # the servers' --lora-root
         servers = [
-            await stack.enter_async_context(served_model(args.model, tokenizer, "policy")) for _ in range(args.servers)
+            await stack.enter_async_context(served_model(args.model, tokenizer, "policy", lora_root=adapters))
+            for _ in range(args.servers)
         ]
         for lora_rank in (0, args.lora_rank):
             config = PolicyConfig(
@@ -50,8 +52,11 @@ async def main(args: argparse.Namespace) -> None:
             policy = PolicyWorker(config, AlgorithmConfig())
             state = policy.trainable_state_dict()
             size = sum(t.numel() * t.element_size() for t in state.values())
-            engines = [RemoteInferenceEngine(server.url, "policy", tokenizer) for server, _ in servers]
-            with tempfile.TemporaryDirectory() as folder:
+            engines = [
+                RemoteInferenceEngine(server.url, "policy", tokenizer, control_token=TEST_CONTROL_TOKEN)
+                for server, _ in servers
+            ]
+            with tempfile.TemporaryDirectory(dir=adapters) as folder:
                 sender = WeightSyncSender(
                     InferenceEngineClient(engines),
                     policy,

@@ -8,6 +8,7 @@ must keep the base value.
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 from collections.abc import Mapping
@@ -21,19 +22,27 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 OUT = "/runs/out"
 MAIN_BASE = '"$python" -m skyrl_train.entrypoints.main_base'
+DEMONSTRATIONS = '"$python" -m skyrl_integrations.datasets.demonstrations'
 
 
-def script_arguments(script: Path, variables: Mapping[str, str], extra: tuple[str, ...] = ()) -> list[str]:
-    """The arguments `script` passes to main_base (its one `"$python" -m skyrl_train.entrypoints.main_base ...`
-    command, up to the first line without a continuation), as bash expands them with `variables` set and `extra` as
-    the script's own arguments."""
+def script_arguments(
+    script: Path,
+    variables: Mapping[str, str],
+    extra: tuple[str, ...] = (),
+    command: str = MAIN_BASE,
+    start: str | None = None,
+) -> list[str]:
+    """The arguments `script` passes to `command` (by default its one `"$python" -m skyrl_train.entrypoints.main_base
+    ...`; the command's lines up to the first without a continuation, and from the line starting with `start`, when
+    given, to the command), as bash expands them with `variables` set and `extra` as the script's own arguments."""
     lines = script.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(MAIN_BASE))
-    end = next(i for i in range(start, len(lines)) if not lines[i].endswith("\\"))
-    command = "\n".join(lines[start : end + 1]).replace(MAIN_BASE, "printf '%s\\0'", 1)
+    first = next(i for i, line in enumerate(lines) if line.lstrip().startswith(start or command))
+    begin = next(i for i in range(first, len(lines)) if lines[i].lstrip().startswith(command))
+    end = next(i for i in range(begin, len(lines)) if not lines[i].endswith("\\"))
+    lines_run = "\n".join(lines[first : end + 1]).replace(command, "printf '%s\\0'", 1)
     assignments = "".join(f"{name}={shlex.quote(value)}\n" for name, value in variables.items())
     result = subprocess.run(
-        ["bash", "-euc", assignments + command, script.name, *extra], capture_output=True, text=True, check=True
+        ["bash", "-euc", assignments + lines_run, script.name, *extra], capture_output=True, text=True, check=True
     )
     return result.stdout.split("\0")[:-1]
 
@@ -179,6 +188,26 @@ def test_main_job_resolves_the_config_it_resolved_before():
         EXAMPLES / "mcp" / "run_grpo.sh", {"repo_root": str(REPO), "OUT": OUT, "DATA": f"{OUT}/data"}
     )
     assert resolved(arguments) == base_with(MCP_BEFORE)
+
+
+def test_main_jobs_demonstrations_are_played_with_the_env_settings_its_training_command_resolves():
+    variables = {"repo_root": str(REPO), "OUT": OUT, "DATA": f"{OUT}/data", "WARM_START_SIZE": ""}
+    script = EXAMPLES / "mcp" / "run_grpo.sh"
+    demonstrations = script_arguments(
+        script, {**variables, "WARM_START_RECOVERY": "0.25"}, command=DEMONSTRATIONS, start="warm_start_env="
+    )
+    options = dict(zip(demonstrations[::2], demonstrations[1::2], strict=True))
+    env_config = json.loads(options.pop("--env-config"))
+    assert options == {
+        "--data": f"{OUT}/data/train.parquet",
+        "--output": f"{OUT}/data/warm_start.jsonl",
+        "--max-turns": "3",
+        "--recovery-fraction": "0.25",
+    }
+    presets, overrides = split_cli_args(script_arguments(script, variables))
+    training = to_dict(load_config(overrides, presets=presets))
+    assert env_config == training["environment"]["skyrl_gym"]["mcp_tool"]
+    assert int(options["--max-turns"]) == training["generator"]["max_turns"]
 
 
 def test_main_job_with_the_vllm_preset_resolves_the_config_engine_vllm_resolved_before():

@@ -108,7 +108,7 @@ def test_cpu_ci_runs_lint_secret_scan_and_every_suite_of_test_sh() -> None:
     assert all("timeout-minutes" in job for job in jobs.values())
 
     lint_runs = "\n".join(step.get("run", "") for step in jobs["lint"]["steps"])
-    assert ".venv/bin/pre-commit run --all-files" in lint_runs
+    assert 'export PATH="$PWD/.venv/bin:$PATH"\npre-commit run --all-files' in lint_runs  # hooks find the tools on PATH
     assert re.search(r"gitleaks\"? git ", lint_runs), "lint job must run the gitleaks history scan"
 
     test_job = jobs["test"]
@@ -163,8 +163,32 @@ def test_pre_commit_config_is_valid_and_offline() -> None:
     for hook in hooks:
         assert hook["language"] in {"unsupported", "pygrep"}, hook["id"]
         if hook["language"] == "unsupported":
-            executable = REPO_ROOT / shlex.split(hook["entry"])[0]
-            assert executable.is_file() and os.access(executable, os.X_OK), f"{hook['id']}: {executable} missing"
+            executable = shlex.split(hook["entry"])[0]
+            assert "/" not in executable, f"{hook['id']}: {executable} is a path, not a tool looked up on PATH"
+            _tool(executable)  # a dev tool of requirements-dev.txt, installed in this environment
+
+
+def test_the_hooks_run_from_an_environment_outside_the_checkout(tmp_path: Path) -> None:
+    """`pre-commit run` in a clone without .venv, with only the dev tools' folder (and git's) on PATH, as in a
+    user's own venv or conda env: ruff and black find a badly formatted file."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    for name in (".pre-commit-config.yaml", ".secrets.baseline", "pyproject.toml"):
+        shutil.copyfile(REPO_ROOT / name, clone / name)
+    (clone / "bad.py").write_text("import os\nx=1\n")
+    tools = Path(_tool("pre-commit")).parent
+    env = {"PATH": f"{tools}:{Path(shutil.which('git')).parent}", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-cache")
+    for command in (["git", "init", "-q"], ["git", "add", "-A"]):
+        subprocess.run(command, cwd=clone, env=env, check=True, timeout=60)
+    result = subprocess.run(
+        ["pre-commit", "run", "--all-files"], cwd=clone, env=env, capture_output=True, text=True, timeout=120
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert re.search(r"ruff check .*Failed", output) and "F401" in output  # `import os` unused
+    assert re.search(r"black --check .*Failed", output)
+    assert re.search(r"detect-secrets .*Passed", output)
 
 
 def _detect_secrets_hook(tmp_path: Path, target: Path) -> subprocess.CompletedProcess[str]:

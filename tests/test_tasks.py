@@ -135,6 +135,24 @@ def test_credentials_are_secrets_passed_at_launch_never_values_in_the_file(parse
     assert not [k for k in task["envs"] if any(word in k for word in credential_words)], task["envs"]
 
 
+def test_task_installs_are_pinned_and_read_pypi_alone():
+    files = [p for p in (REPO_ROOT / "tasks").rglob("*") if p.is_file() and p.suffix in (".sh", ".yaml", ".txt")]
+    assert not [p for p in files if "EXTRA_INDEX" in p.read_text().upper() or "extra-index" in p.read_text()]
+    setup_node = (REPO_ROOT / "tasks" / "node" / "setup_node.sh").read_text()
+    assert 'pip install --quiet --user "uv==$UV_VERSION"' in setup_node and "\nUV_VERSION=0.13.8\n" in setup_node
+    sky_requirements = (REPO_ROOT / "tasks" / "requirements-sky.txt").read_text().splitlines()
+    assert [line for line in sky_requirements if line and not line.startswith("#")] == ["skypilot==0.14.1"]
+
+
+def test_node_setup_refuses_an_unpinned_vllm_before_installing_anything(tmp_path):
+    env = {**os.environ, "VLLM_SPEC": "vllm>=0.33", "SKYRL_PYTHON": str(tmp_path / "no-python")}
+    result = subprocess.run(
+        ["bash", "tasks/node/setup_node.sh"], cwd=REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr == "setup_node: VLLM_SPEC=vllm>=0.33 is not a pinned requirement (vllm==<version>)\n"
+
+
 @pytest.mark.parametrize("name", TRAINING_TASKS)
 def test_training_tasks_declare_the_run_envs(parsed, name):
     envs = parsed[name]["envs"]
@@ -349,9 +367,21 @@ def test_ray_commands_use_our_port_and_block_under_the_bootstrap():
     assert bootstrap.ray_start_command(worker, [])[3:5] == ["--address=10.0.0.1:6479", "--node-ip-address=10.0.0.2"]
 
 
-def test_ray_auth_is_token_only_with_a_shared_token():
-    assert bootstrap.ray_auth_env({"RAY_AUTH_TOKEN": "t" * 32}) == {"RAY_AUTH_MODE": "token"}
-    assert bootstrap.ray_auth_env({}) == {"RAY_AUTH_MODE": "disabled"}
+def test_ray_token_auth_is_always_on_with_the_shared_token():
+    shared = {"RAY_AUTH_TOKEN": "t" * 32}  # pragma: allowlist secret
+    assert bootstrap.ray_auth_env(shared, _node()) == {"RAY_AUTH_MODE": "token", **shared}
+    assert bootstrap.ray_auth_env(shared, _node(ips="10.0.0.1")) == {"RAY_AUTH_MODE": "token", **shared}
+
+
+def test_a_single_node_without_a_token_generates_its_own_and_several_nodes_stop():
+    single = _node(ips="10.0.0.1")
+    first, second = (bootstrap.ray_auth_env({}, single) for _ in range(2))
+    assert first["RAY_AUTH_MODE"] == "token" and len(first["RAY_AUTH_TOKEN"]) == 64
+    assert first["RAY_AUTH_TOKEN"] != second["RAY_AUTH_TOKEN"]
+    with pytest.raises(
+        bootstrap.BootstrapError, match="RAY_AUTH_TOKEN is empty, and the 2 nodes of this task need one"
+    ):
+        bootstrap.ray_auth_env({"RAY_AUTH_TOKEN": ""}, _node())
 
 
 def test_default_run_name_is_task_and_utc_time():

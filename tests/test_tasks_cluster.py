@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 from contextlib import ExitStack
@@ -109,6 +110,7 @@ def test_two_node_gsm8k_run_then_eval_of_its_checkpoint_through_s3(
         S3_TRAJECTORY_BUCKET=s3_bucket,
         EXTRA_OVERRIDES=TINY_CPU_OVERRIDES,
         RAY_USAGE_STATS_ENABLED="0",
+        RAY_AUTH_TOKEN=secrets.token_hex(32),  # one token for both nodes, as launch.sh passes it
     )
     nodes = {}
     for rank in (1, 0):  # the worker first: it waits for the head, as on a cluster where nodes start in any order

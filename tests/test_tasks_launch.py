@@ -63,7 +63,10 @@ def _launch(fake_sky: Path, outcomes: str, *args: str, **env: str) -> tuple[subp
 def test_capacity_errors_are_retried_after_taking_the_cluster_down(fake_sky):
     result, calls = _launch(fake_sky, "capacity capacity ok", "gsm8k", "c1", "--env", "MODEL=m")
     assert result.returncode == 0, result.stderr
-    launch = f"launch {REPO_ROOT}/tasks/gsm8k.yaml --cluster c1 --down --yes --secret WANDB_API_KEY --env MODEL=m"
+    launch = (
+        f"launch {REPO_ROOT}/tasks/gsm8k.yaml --cluster c1 --down --yes --secret WANDB_API_KEY "
+        "--secret RAY_AUTH_TOKEN --env MODEL=m"
+    )
     assert calls == [launch, "down --yes c1", launch, "down --yes c1", launch]
     assert "launch: gsm8k finished on attempt 3" in result.stdout
 
@@ -92,6 +95,24 @@ def test_a_capacity_error_after_the_task_started_is_not_retried(fake_sky, outcom
     assert result.returncode == status
     assert len(calls) == 1 and calls[0].startswith("launch ")
     assert f"failed with status {status} after the task started on the cluster; not retrying" in result.stderr
+
+
+@pytest.mark.parametrize("given", ["", "t" * 64])
+def test_the_ray_token_is_passed_by_name_and_fresh_for_each_launch_unless_given(fake_sky, given):
+    tokens = fake_sky.parent / "tokens"
+    script = fake_sky.read_text().replace(
+        "#!/usr/bin/env bash\n", f'#!/usr/bin/env bash\necho "$RAY_AUTH_TOKEN" >>"{tokens}"\n'
+    )
+    fake_sky.write_text(script)
+    for cluster in ("c6", "c7"):
+        result, calls = _launch(fake_sky, "ok ok", "grpo", cluster, RAY_AUTH_TOKEN=given)
+        assert result.returncode == 0, result.stderr
+        assert "--secret RAY_AUTH_TOKEN" in calls[-1] and "t" * 64 not in calls[-1]
+    first, second = tokens.read_text().split()
+    if given:
+        assert first == second == given
+    else:
+        assert len(first) == len(second) == 64 and first != second
 
 
 def test_unknown_task_is_refused_before_any_launch(fake_sky):

@@ -15,8 +15,13 @@
 # HELD_OUT_ENTITIES (1: held-out questions name companies and months no training question names; 0: split by question
 # hash, for templates that do not hold entities out), SEEN_VAL_SIZE (with HELD_OUT_ENTITIES=1: more held-out questions
 # about training entities, the "seen" split), HINT_FRACTION (share of the training questions that end with a hint
-# naming the tools and the field; held-out questions never do). The data and the rule baseline
-# ($OUT/data/rule_baseline.json) are made once into $OUT/data: change OUT (or delete that folder) after changing them.
+# naming the tools and the field; held-out questions never do), WARM_START_SIZE / WARM_START_RECOVERY (how many
+# demonstrations $OUT/data/warm_start.jsonl holds, default one per training question, 0 for none, and the share of
+# them that recover from a tool error). The demonstrations (`python -m skyrl_integrations.datasets.demonstrations
+# --help`) are episodes a scripted solver plays through the env and the server on the training questions, written as
+# the generator sees an episode, for a supervised warm start; the training command does not read them yet. The data,
+# the rule baseline ($OUT/data/rule_baseline.json) and the demonstrations are made once into $OUT/data: change OUT (or
+# delete that folder) after changing them.
 # Bigger settings: examples/README.md.
 set -euo pipefail
 
@@ -42,6 +47,8 @@ HELD_OUT_ENTITIES="${HELD_OUT_ENTITIES:-1}"
 # get_financials for a financial question in 0 of 40 samples, with half of them hinted in 25 of 40 (docs/results.md,
 # runs L2-L5).
 HINT_FRACTION="${HINT_FRACTION:-0.5}"
+WARM_START_SIZE="${WARM_START_SIZE:-}"
+WARM_START_RECOVERY="${WARM_START_RECOVERY:-0.25}"
 split_args=()
 if [[ "$HELD_OUT_ENTITIES" == 1 ]]; then
     split_args=(--held-out-entities --seen-val-size "$SEEN_VAL_SIZE")
@@ -63,6 +70,15 @@ if [[ "$HELD_OUT_ENTITIES" == 1 ]]; then
             --json "$DATA/rule_baseline.json"
     fi
     baseline_args=(--rule-baseline "$DATA/rule_baseline.json")
+fi
+# Demonstrations for the warm start, played with the env settings the training command resolves
+# (environment.skyrl_gym.mcp_tool and generator.max_turns; tests/test_example_presets.py checks that they agree).
+if [[ "$WARM_START_SIZE" != 0 && ! -f "$DATA/warm_start.jsonl" ]]; then
+    warm_start_env='{"max_calls_per_turn": 1, "reward_weights": {"format": 0}, "last_turn_note": "", '
+    warm_start_env+="\"demonstrations\": \"$repo_root/examples/mcp/demonstrations.json\"}"
+    "$python" -m skyrl_integrations.datasets.demonstrations --data "$DATA/train.parquet" \
+        --output "$DATA/warm_start.jsonl" --env-config "$warm_start_env" --max-turns 3 \
+        ${WARM_START_SIZE:+--limit "$WARM_START_SIZE"} --recovery-fraction "$WARM_START_RECOVERY"
 fi
 
 # glibc raises its mmap threshold to the size of every large block freed (up to 32 MiB); after that the hf engine's KV

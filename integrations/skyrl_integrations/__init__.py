@@ -1,3 +1,3 @@
 """skyrl_integrations: tool-call parsing, MCP and tau-bench environments, datasets and eval analysis."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

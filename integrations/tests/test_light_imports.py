@@ -109,7 +109,7 @@ def test_the_validator_names_the_train_extra(run_without_train):
         """)
     assert out == (
         "skyrl_integrations.datasets.validate (skyrl-validate-data) needs the 'train' extra (module 'skyrl_train' "
-        "is not installed): pip install 'skyrl-integrations[train]'\n"
+        "is not installed): pip install 'skyrl-integrations-toolfork[train]'\n"
     )
 
 

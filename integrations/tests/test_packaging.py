@@ -13,7 +13,9 @@ import pytest
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = {"skyrl-train", "torch", "ray", "wandb", "boto3"}
+GYM, TRAIN, INTEGRATIONS = "skyrl-gym-toolfork", "skyrl-train-toolfork", "skyrl-integrations-toolfork"
+"""The fork's distributions (docs/installs.md): not upstream's PyPI names, one version, pinned exactly."""
+HEAVY = {TRAIN, "torch", "ray", "wandb", "boto3"}
 """skyrl-train and the heavy packages it brings: skyrl-gym and skyrl-integrations install without them."""
 
 
@@ -25,24 +27,40 @@ def _requirements(distribution: str, extra: str = "") -> set[str]:
 
 @pytest.mark.parametrize(
     ("distribution", "module"),
-    [("skyrl-gym", "skyrl_gym"), ("skyrl-train", "skyrl_train"), ("skyrl-integrations", "skyrl_integrations")],
+    [(GYM, "skyrl_gym"), (TRAIN, "skyrl_train"), (INTEGRATIONS, "skyrl_integrations")],
 )
 def test_installed_version_matches_the_package(distribution, module):
     assert importlib.import_module(module).__version__ == version(distribution)
 
 
 def test_integrations_requires_skyrl_gym_and_nothing_heavy():
-    names = _requirements("skyrl-integrations")
-    assert "skyrl-gym" in names
+    names = _requirements(INTEGRATIONS)
+    assert GYM in names
     assert not names & HEAVY
 
 
 def test_skyrl_gym_requires_nothing_heavy():
-    assert not _requirements("skyrl-gym") & HEAVY
+    assert not _requirements(GYM) & HEAVY
 
 
 def test_the_train_extra_adds_skyrl_train():
-    assert _requirements("skyrl-integrations", "train") - _requirements("skyrl-integrations") == {"skyrl-train"}
+    assert _requirements(INTEGRATIONS, "train") - _requirements(INTEGRATIONS) == {TRAIN}
+
+
+def test_the_forks_distributions_pin_each_other_at_their_one_version():
+    pins = {
+        (name, str(r))
+        for name in (TRAIN, INTEGRATIONS)
+        for r in map(Requirement, requires(name))
+        if r.name in {GYM, TRAIN}
+    }
+    one = version(GYM)
+    assert version(TRAIN) == version(INTEGRATIONS) == one
+    assert pins == {
+        (TRAIN, f"{GYM}=={one}"),
+        (INTEGRATIONS, f"{GYM}=={one}"),
+        (INTEGRATIONS, f'{TRAIN}=={one}; extra == "train"'),
+    }
 
 
 TEST_TOOLS = [
@@ -67,15 +85,6 @@ print(json.dumps({"skyrl_integrations": str(Path(skyrl_integrations.__file__).pa
 PYTHON_DIR = f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def _constraints(path: Path) -> Path:
-    """This environment's pinned versions as a pip constraints file, so the fresh venv gets the tested versions."""
-    frozen = subprocess.run(
-        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True, check=True
-    ).stdout
-    path.write_text("".join(line + "\n" for line in frozen.splitlines() if "==" in line and " @ " not in line))
-    return path
-
-
 def _fresh_copy(package: str, parent: Path) -> Path:
     """A copy of the checkout's `package` folder without build leftovers: pip builds a local folder in place, and a
     stale `build/` there could put deleted modules into the wheel."""
@@ -95,7 +104,7 @@ def test_integrations_installs_without_torch_and_ray_and_its_mcp_and_parser_test
     python = str(venv / "bin" / "python")
     install = _run(
         [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c"]
-        + [str(_constraints(tmp_path / "constraints.txt"))]
+        + [str(REPO / "requirements" / "lock.txt")]  # the tested versions, as scripts/setup.sh installs them
         + [str(_fresh_copy(package, tmp_path / "src")) for package in ("skyrl-gym", "integrations")]
         + TEST_TOOLS,
         cwd=tmp_path,

@@ -16,3 +16,9 @@ base_python() {
         echo python3
     fi
 }
+
+# wanted_torch_spec: the torch requirement a venv gets before anything else: $SKYRL_TORCH_SPEC, else torch==2.13.0
+# (PyPI's Linux x86-64 wheel, a CUDA build; the CPU build comes from a CPU index, see scripts/setup.sh).
+wanted_torch_spec() {
+    echo "${SKYRL_TORCH_SPEC:-torch==2.13.0}"
+}

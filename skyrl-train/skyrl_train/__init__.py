@@ -1,3 +1,3 @@
 """skyrl_train: multi-turn GRPO/PPO training of tool-using language models."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -27,9 +27,9 @@ where the generator or env reports them (a field is left out, never guessed, whe
   weights; 0 = the starting weights), as the engine reported it;
 - `is_last_step`: step-wise mode only.
 
-Secrets never reach a dump: entries with secret-looking names are redacted (`skyrl_train.tracking.redact_secrets`),
-and so is every occurrence, anywhere in a row, of the value of an environment variable with a secret-looking name
-(`skyrl_train.storage.secrets`).
+Secrets never reach a dump: entries with secret-looking names are redacted, and so is every occurrence, anywhere in a
+row, of a secret value: an environment variable's with a secret-looking name, or a secret entry's of the run's config
+(an MCP server's `env`, a user simulator's `api_key`; `skyrl_train.utils.redact`).
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ from typing import Any
 
 from skyrl_gym.common.fs import atomic_write_text
 from skyrl_gym.common.outcomes import trajectory_solved
+from skyrl_train.config import to_dict
 from skyrl_train.generators.base import GeneratorInterface, GeneratorOutput
 from skyrl_train.metrics import pass_hat_k_metrics, sanitize_metric_key
-from skyrl_train.storage.secrets import scrub_secret_values, secret_env_values
-from skyrl_train.tracking import redact_secrets
 from skyrl_train.trainer_utils import Rollouts, prepare_generator_input, reward_metrics
+from skyrl_train.utils.redact import redact_secrets, scrub_secret_values, secret_values
 
 _EVAL_NAMES = {"avg_raw_reward": "avg_score"}
 _DROPPED = {"variance_per_prompt", "signal_ratio"}  # training-signal diagnostics, not eval results
@@ -85,7 +85,7 @@ async def evaluate(
         metrics.update({_eval_metric_name(key): value for key, value in _pass_hat_k(rollouts).items()})
     metrics.update({f"eval/all/{key}": value for key, value in rollouts.rollout_metrics().items()})
     if dump_dir is not None:
-        dump_eval_results(dump_dir, rollouts, tokenizer, metrics)
+        dump_eval_results(dump_dir, rollouts, tokenizer, metrics, secret_values(to_dict(cfg)))
     return metrics
 
 
@@ -101,10 +101,13 @@ def _pass_hat_k(rollouts: Rollouts) -> dict[str, float]:
     return pass_hat_k_metrics(solved, [rollouts.uids[i] for i in rows], [rollouts.data_sources[i] for i in rows])
 
 
-def dump_eval_results(dump_dir: Path, rollouts: Rollouts, tokenizer, metrics: dict[str, float]) -> None:
-    """One JSONL per data source (rows as in the module doc), plus `aggregated_results.jsonl`."""
+def dump_eval_results(
+    dump_dir: Path, rollouts: Rollouts, tokenizer, metrics: dict[str, float], secrets: list[str] | None = None
+) -> None:
+    """One JSONL per data source (rows as in the module doc), plus `aggregated_results.jsonl`; `secrets`: the values
+    to scrub from every row (default: `secret_values()`, the secret env vars')."""
     dump_dir.mkdir(parents=True, exist_ok=True)
-    secrets = secret_env_values()
+    secrets = secret_values() if secrets is None else secrets
     rows_by_source: dict[str, list[str]] = defaultdict(list)
     for i, source in enumerate(rollouts.data_sources):
         row = dump_row(rollouts.output, i, rollouts.env_classes[i], rollouts.env_extras[i], source, tokenizer)

@@ -320,7 +320,7 @@ class FullyAsyncPPOTrainer(PPOTrainer):
             output = await self.generator.generate(generator_input)
         finally:
             self.activity.finished()
-        return Rollouts.from_generation(generator_input, uids, output)
+        return self.postprocessed_rollouts(generator_input, uids, output)
 
     async def _take_fresh_groups(self, count: int, metrics: dict[str, Any]) -> list[FinishedGroup]:
         """The next `count` finished groups no older than `max_staleness`; older ones are dropped and their prompts

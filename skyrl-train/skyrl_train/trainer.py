@@ -1,6 +1,7 @@
 """`PPOTrainer`: the training loop, in upstream's order.
 
-Per step: generate -> reward metrics and the infrastructure-failure check -> optional dynamic sampling (more
+Per step: generate -> `postprocess_generator_output` (upstream's hook for a subclass to change rewards or loss
+masks) -> reward metrics and the infrastructure-failure check -> optional dynamic sampling (more
 prompt batches until the training batch is full) -> training batch (infrastructure failures out of the
 baseline) -> ref / old logprobs (and values) -> optional KL-in-reward -> advantages (broadcast over the turns of
 a trajectory in step-wise mode; optional batch normalisation) -> critic then policy updates on contiguous
@@ -48,10 +49,14 @@ from skyrl_train.dataset import PromptDataLoader
 from skyrl_train.distributed.sharding import rows_with_loss
 from skyrl_train.dynamic_sampling import DynamicSampler
 from skyrl_train.evaluate import evaluate
-from skyrl_train.generators.base import GeneratorInput, GeneratorInterface
+from skyrl_train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 from skyrl_train.inference_engines.base import InferenceEngineInterface
+from skyrl_train.models.hub import push_folder
+from skyrl_train.models.lora import ADAPTER_DIR
 from skyrl_train.storage import EvalDumpUploader
 from skyrl_train.tracking import Tracking, step_progress
+from skyrl_train.tracking.metric_keys import BASE_EVAL_PREFIX
+from skyrl_train.trainer_parts import current as current_trainer_parts
 from skyrl_train.trainer_utils import (
     Rollouts,
     build_training_batch,
@@ -62,6 +67,8 @@ from skyrl_train.trainer_utils import (
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.utils.memory import PeakRSS, release_free_memory
 from skyrl_train.utils.openmp import release_openmp_threads
+from skyrl_train.utils.plain_data import load_plain, save_plain
+from skyrl_train.utils.redact import redact_secrets
 from skyrl_train.workers.protocols import Critic, Policy, Reference
 
 logger = logging.getLogger(__name__)
@@ -77,7 +84,72 @@ class InfraFailureError(RuntimeError):
     """Too many trajectories of one generation batch ended in infrastructure failures to go on training."""
 
 
-class PPOTrainer:
+class TrainingRun:
+    """What the RL and the SFT trainer share: committing the run's state as a checkpoint, restoring it, exporting the
+    policy. A subclass has ``cfg``, ``tracker``, ``policy``, ``checkpoints`` (a `CheckpointManager`), ``export_path``,
+    ``global_step`` and ``data_state`` / ``load_data_state`` (its loader's position); ``critic`` and
+    ``kl_controller`` are None in a run without them."""
+
+    critic: Critic | None = None
+    kl_controller: Any = None
+
+    def save_checkpoint(self, step_metrics: dict[str, Any] | None = None) -> Path:
+        """Commit the run's state at `global_step`, with `step_metrics`, the step's metrics so far: a run killed after
+        the commit but before the step's metrics were logged logs them on resume (`_begin`). Every file holds plain
+        data (`skyrl_train.utils.plain_data`); the config in `TRAINER_STATE_FILE` (what `export_hf` rebuilds the
+        policy from) has its secrets redacted (`redact_secrets`), as the checkpoint may be uploaded or shared."""
+
+        def write(folder: Path) -> None:
+            self.policy.save_checkpoint(folder / "policy")
+            if self.critic is not None:
+                self.critic.save_checkpoint(folder / "critic")
+            save_plain(self.data_state(), folder / DATA_STATE_FILE)
+            state = {
+                "global_step": self.global_step,
+                "config": redact_secrets(to_dict(self.cfg)),
+                "step_metrics": redact_secrets(dict(step_metrics or {})),
+                "tracking": self.tracker.state(),  # the W&B / MLflow run ids a resumed run continues
+            }
+            if self.kl_controller is not None:
+                state["kl_coef"] = self.kl_controller.value
+            save_plain(state, folder / TRAINER_STATE_FILE)
+
+        path = self.checkpoints.save(self.global_step, write)
+        logger.info("saved checkpoint %s", path)
+        return path
+
+    def load_checkpoint(self, folder: Path) -> dict[str, Any]:
+        """Restore the run's state from `folder`; returns the metrics its step had when it was committed."""
+        state = load_plain(folder / TRAINER_STATE_FILE)
+        self.global_step = int(state["global_step"])
+        if folder.name != step_dir_name(self.global_step):
+            logger.warning("%s holds trainer state of step %d", folder, self.global_step)
+        self.policy.load_checkpoint(folder / "policy")
+        if self.critic is not None:
+            self.critic.load_checkpoint(folder / "critic")
+        if self.kl_controller is not None and "kl_coef" in state:
+            self.kl_controller.value = state["kl_coef"]
+        self.tracker.resume(state.get("tracking") or {})
+        try:
+            self.load_data_state(load_plain(folder / DATA_STATE_FILE))
+        except ValueError as exc:
+            logger.warning("data loader state not restored (%s): the epoch restarts from its first batch", exc)
+        logger.info("resumed from %s at step %d", folder, self.global_step)
+        return state.get("step_metrics") or {}
+
+    def export_hf(self) -> Path:
+        """Export the policy (`Policy.export_hf`); with `trainer.push_to_hub`, push its PEFT adapter (LoRA) or the
+        merged model to `trainer.hub_model_id`."""
+        path = self.export_path / step_dir_name(self.global_step) / "policy"
+        self.policy.export_hf(path)
+        t = self.cfg.trainer
+        if t.push_to_hub:
+            adapter = path / ADAPTER_DIR
+            push_folder(adapter if adapter.is_dir() else path, t.hub_model_id, step_dir_name(self.global_step))
+        return path
+
+
+class PPOTrainer(TrainingRun):
     """Owns the loop; the models live in workers, rollouts come from the generator.
 
     `policy`, `ref` (or None) and `critic` (or None) are workers as `skyrl_train.workers.protocols` describes them
@@ -128,6 +200,13 @@ class PPOTrainer:
         self.dynamic_sampler = (
             DynamicSampler(sampling, t.train_batch_size, t.seed) if sampling.type is not None else None
         )
+        self.warm_start = None
+        """SFT on the policy before the first RL step (`trainer.warm_start`; `skyrl_train.sft.warm_start`). Built now:
+        its data is read and checked before anything trains."""
+        if t.warm_start:
+            from skyrl_train.sft.warm_start import WarmStart  # imports this module
+
+            self.warm_start = WarmStart(cfg, tokenizer, policy, ref)
 
     # ------------------------------------------------------------------------------------------ loop
 
@@ -174,6 +253,7 @@ class PPOTrainer:
         t = self.cfg.trainer
         await self.engine_turns.to_trainer()  # before the resume: loading a checkpoint is the trainer's turn
         resume_from = self.checkpoints.resolve_resume(t.resume_mode, t.resume_path)
+        warm_start_metrics = await self._warm_start(resuming=resume_from is not None)
         eval_now = t.eval_before_train
         if resume_from is not None:
             # The step's metrics, and its eval if one was due, may not have been logged before the run stopped: both
@@ -190,11 +270,34 @@ class PPOTrainer:
                     self.global_step,
                     self.total_steps,
                 )
+        if warm_start_metrics:  # after `load_checkpoint`, which resumes the trackers' runs before anything is logged
+            self.tracker.log(warm_start_metrics, step=0)
         await self._sync_weights(self.global_step)  # engines holding their own weights generate with the resumed ones
         memory = PeakRSS()  # its first interval runs from the process start: model loading counts in it
         if t.eval_interval > 0 and eval_now and self.eval_loader is not None:
             self.tracker.log({**await self.eval(), **memory.metrics()}, step=self.global_step)
         return memory
+
+    async def _warm_start(self, resuming: bool) -> dict[str, Any]:
+        """`trainer.warm_start` (`skyrl_train.sft.warm_start`): restore a saved one, or evaluate the model as loaded
+        (`trainer.eval_before_train`, not when resuming), run it and switch to RL; returns the metrics to log at step
+        0 (none after a restore)."""
+        if self.warm_start is None or self.warm_start.restore():
+            return {}
+        if resuming:
+            logger.warning("no saved warm start in %s: running it again before the resume", self.warm_start.folder)
+        t = self.cfg.trainer
+        metrics: dict[str, Any] = {}
+        if t.eval_before_train and t.eval_interval > 0 and self.eval_loader is not None and not resuming:
+            from skyrl_train.sft.warm_start import BASE_EVAL_DIR
+
+            await self._sync_weights(0)
+            base = await self.eval(dump_name=BASE_EVAL_DIR)
+            metrics.update({BASE_EVAL_PREFIX + key.removeprefix("eval/"): value for key, value in base.items()})
+            await self.engine_turns.to_trainer()
+        with self._timer("warm_start", metrics):
+            metrics.update(self.warm_start.run())
+        return metrics
 
     async def _end(self, memory: PeakRSS) -> None:
         """The eval the loop missed, the final checkpoint and the HF export."""
@@ -259,13 +362,29 @@ class PPOTrainer:
         with self._timer("generate", metrics, accumulate=True):
             await self._to_generation()
             output = await self.generator.generate(generator_input)
-        rollouts = Rollouts.from_generation(generator_input, uids, output)
+        with self._timer("postprocess_generator_output", metrics, accumulate=True):
+            rollouts = self.postprocessed_rollouts(generator_input, uids, output)
+        output = rollouts.output
         tokens = metrics.get("generate/rollout_tokens", 0) + sum(len(ids) for ids in output["response_ids"])
         metrics["generate/rollout_tokens"] = tokens
         metrics["generate/rollout_tokens_per_s"] = tokens / max(metrics["timing/generate"], 1e-9)
         metrics.update(output.get("rollout_metrics") or {})  # a custom generator's own keys
         check_infra_failures(rollouts, cfg.trainer.max_infra_failure_ratio)
         return rollouts
+
+    def postprocess_generator_output(self, generator_output: GeneratorOutput, uids: list[str]) -> GeneratorOutput:
+        """Upstream's hook on every training generation (not eval), before anything reads it: a subclass may change
+        the rewards or loss masks (e.g. DAPO's overlong penalty) and returns the output the step reports and trains
+        on. `uids`: each output row's prompt uid. The reward metrics and per-token rewards that upstream's base
+        computes here are computed from its result (`Rollouts`), so the base returns the output unchanged."""
+        return generator_output
+
+    def postprocessed_rollouts(
+        self, generator_input: GeneratorInput, uids: list[str], output: GeneratorOutput
+    ) -> Rollouts:
+        """`output` after `postprocess_generator_output`, aligned with its input (`Rollouts.from_generation`)."""
+        rows = Rollouts.from_generation(generator_input, uids, output).uids  # checks the rows before the hook reads
+        return Rollouts.from_generation(generator_input, uids, self.postprocess_generator_output(output, list(rows)))
 
     def _generation_metrics(self, drawn: list[Rollouts]) -> dict[str, float]:
         """Rollout and reward metrics over every trajectory generated for the step: with dynamic sampling, the
@@ -394,57 +513,19 @@ class PPOTrainer:
             release_openmp_threads()
         await self.engine_turns.to_generation()
 
-    async def eval(self) -> dict[str, float]:
+    async def eval(self, dump_name: str | None = None) -> dict[str, float]:
+        """One eval of the current policy; dumps (`trainer.dump_eval_results`) go to `dumped_evals/global_step_N_evals/`
+        and S3, or to `dumped_evals/<dump_name>/` only."""
         dump_dir = None
         if self.cfg.trainer.dump_eval_results:
-            dump_dir = self.export_path / "dumped_evals" / f"global_step_{self.global_step}_evals"
+            dump_dir = self.export_path / "dumped_evals" / (dump_name or f"global_step_{self.global_step}_evals")
         await self._to_generation()
         metrics = await evaluate(self.eval_loader, self.generator, self.cfg, self.global_step, self.tokenizer, dump_dir)
-        if dump_dir is not None and self.eval_dumps is not None:
+        if dump_dir is not None and self.eval_dumps is not None and dump_name is None:
             self.eval_dumps.upload(dump_dir, self.global_step)
         return metrics
 
     # ------------------------------------------------------------------------------------ checkpoints
-
-    def save_checkpoint(self, step_metrics: dict[str, Any] | None = None) -> Path:
-        """Commit the run's state at `global_step`, with `step_metrics`, the step's metrics so far: a run killed after
-        the commit but before the step's metrics were logged logs them on resume (`_begin`)."""
-
-        def write(folder: Path) -> None:
-            self.policy.save_checkpoint(folder / "policy")
-            if self.critic is not None:
-                self.critic.save_checkpoint(folder / "critic")
-            torch.save(self.data_state(), folder / DATA_STATE_FILE)
-            state = {
-                "global_step": self.global_step,
-                "config": to_dict(self.cfg),
-                "step_metrics": dict(step_metrics or {}),
-            }
-            if self.kl_controller is not None:
-                state["kl_coef"] = self.kl_controller.value
-            torch.save(state, folder / TRAINER_STATE_FILE)
-
-        path = self.checkpoints.save(self.global_step, write)
-        logger.info("saved checkpoint %s", path)
-        return path
-
-    def load_checkpoint(self, folder: Path) -> dict[str, Any]:
-        """Restore the run's state from `folder`; returns the metrics its step had when it was committed."""
-        state = torch.load(folder / TRAINER_STATE_FILE, weights_only=False)
-        self.global_step = int(state["global_step"])
-        if folder.name != step_dir_name(self.global_step):
-            logger.warning("%s holds trainer state of step %d", folder, self.global_step)
-        self.policy.load_checkpoint(folder / "policy")
-        if self.critic is not None:
-            self.critic.load_checkpoint(folder / "critic")
-        if self.kl_controller is not None and "kl_coef" in state:
-            self.kl_controller.value = state["kl_coef"]
-        try:
-            self.load_data_state(torch.load(folder / DATA_STATE_FILE, weights_only=False))
-        except ValueError as exc:
-            logger.warning("data loader state not restored (%s): the epoch restarts from its first batch", exc)
-        logger.info("resumed from %s at step %d", folder, self.global_step)
-        return state.get("step_metrics") or {}
 
     def data_state(self) -> dict[str, Any]:
         """Where in the training data the run is, as a checkpoint stores it (`DATA_STATE_FILE`)."""
@@ -463,11 +544,6 @@ class PPOTrainer:
                 "max_staleness_steps > 0): resume it asynchronously, which knows which prompts of its epoch were trained"
             )
         self.train_loader.load_state_dict(state)
-
-    def export_hf(self) -> Path:
-        path = self.export_path / step_dir_name(self.global_step) / "policy"
-        self.policy.export_hf(path)
-        return path
 
     # --------------------------------------------------------------------------------------- helpers
 
@@ -495,6 +571,37 @@ class PPOTrainer:
         finally:
             key = f"timing/{phase}"
             metrics[key] = (metrics.get(key, 0.0) if accumulate else 0.0) + time.perf_counter() - start
+
+
+class RayPPOTrainer(PPOTrainer):
+    """`PPOTrainer` under upstream SkyRL's name, built from upstream's arguments: what a script's `get_trainer`
+    override has (`BasePPOExp.get_trainer`), e.g. ``DAPOTrainer(cfg=cfg, tracker=tracker, ...)`` for a subclass that
+    overrides `postprocess_generator_output`. The workers, loaders, weight sync and checkpoints come from the run being
+    built (`skyrl_train.trainer_parts`); `train_dataset`, `eval_dataset`, `inference_engine_client` and
+    `colocate_pg` (None here: the strategy places the engines) are kept as attributes under upstream's names."""
+
+    def __init__(
+        self,
+        cfg,
+        tracker: Tracking,
+        tokenizer,
+        train_dataset,
+        inference_engine_client: InferenceEngineInterface,
+        generator: GeneratorInterface,
+        colocate_pg=None,
+        eval_dataset=None,
+    ):
+        if cfg.trainer.fully_async.max_staleness_steps > 0:
+            raise ValueError(
+                "trainer.fully_async.max_staleness_steps > 0 trains with FullyAsyncPPOTrainer, and get_trainer "
+                f"returned {type(self).__name__}, which trains synchronously: set it to 0 or build a "
+                "FullyAsyncPPOTrainer"
+            )
+        super().__init__(cfg, tracker, tokenizer, generator=generator, **current_trainer_parts().trainer_kwargs())
+        self.train_dataset = train_dataset
+        self.eval_dataset = eval_dataset
+        self.inference_engine_client = inference_engine_client
+        self.colocate_pg = colocate_pg
 
 
 class EngineTurns:

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from skyrl_train.utils.plain_data import load_plain, save_plain
+
 Value = torch.Tensor | None
 
 
@@ -139,12 +141,14 @@ class TrainingInputBatch(dict[str, Value]):
         )
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        torch.save({"tensors": dict(self), "metadata": self.metadata}, path)
+        """Write the batch as plain data (`skyrl_train.utils.plain_data`): its metadata must hold only plain values
+        (str, numbers, bool, None, lists, tuples, dicts), or `NotPlainDataError` names the entry."""
+        save_plain({"tensors": dict(self), "metadata": self.metadata}, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TrainingInputBatch:
-        """Read a ``save``d batch. Metadata may hold any picklable object, so only load files you trust."""
-        data = torch.load(path, weights_only=False)
+        """Read a ``save``d batch; a file holding anything but plain data is refused (`NotPlainDataError`)."""
+        data = load_plain(path)
         return cls(data["tensors"], data["metadata"])
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -52,18 +52,20 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("4 distributed, strategies", ("skyrl_train.distributed", "skyrl_train.strategies")),
     # The step and what runs it: rollouts, preflight, the trainer and its helpers, evaluation, serving the policy over
-    # HTTP (`serve` answers through a generator).
+    # HTTP (`serve` answers through a generator), supervised fine-tuning (`sft` tokenises as the generator does).
     (
         "5 generators, trainer, serve",
         (
             "skyrl_train.generators",
             "skyrl_train.preflight",
             "skyrl_train.trainer",
+            "skyrl_train.trainer_parts",
             "skyrl_train.fully_async_trainer",
             "skyrl_train.trainer_utils",
             "skyrl_train.dynamic_sampling",
             "skyrl_train.evaluate",
             "skyrl_train.serve",
+            "skyrl_train.sft",
         ),
     ),
     # Command lines (`python -m skyrl_train.serve` included) and the test helpers, which start whole subsystems.

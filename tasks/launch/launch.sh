@@ -15,6 +15,7 @@
 #   LAUNCH_ATTEMPTS         attempts before giving up on capacity (default 3)
 #   LAUNCH_BACKOFF_SECONDS  wait after the first capacity failure, doubled after each (default 120)
 #   LAUNCH_SECRETS          names of secrets to pass (`--secret NAME`, value from this environment) when set
+#   RAY_AUTH_TOKEN          the Ray token of a task that declares it (default: a fresh random one per launch)
 #
 # Exit status: sky launch's on success or on a non-capacity failure; 75 when every attempt hit capacity errors.
 set -euo pipefail
@@ -40,8 +41,16 @@ started_pattern='Running setup on |Job submitted, ID: '
 
 secret_args=()
 for name in ${LAUNCH_SECRETS:-}; do
-    if [[ -n "${!name:-}" ]]; then secret_args+=(--secret "$name"); fi
+    if [[ -n "${!name:-}" && "$name" != RAY_AUTH_TOKEN ]]; then secret_args+=(--secret "$name"); fi
 done
+# Ray token auth across the task's nodes (tasks/node/bootstrap.py): a task declaring the RAY_AUTH_TOKEN secret gets the
+# token of this environment, or a fresh random one for this launch, passed to every node as a secret (by name: the
+# value never appears on a command line).
+if grep -qE '^  RAY_AUTH_TOKEN:' "$yaml"; then
+    RAY_AUTH_TOKEN="${RAY_AUTH_TOKEN:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}"
+    export RAY_AUTH_TOKEN
+    secret_args+=(--secret RAY_AUTH_TOKEN)
+fi
 
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT

@@ -22,9 +22,12 @@ SKYPILOT_NUM_GPUS_PER_NODE):
 Each node's Ray runs under `ray start --block` as a child of this script, so stopping it stops only that node's Ray
 processes (never `ray stop`, which would stop every Ray on the machine, SkyPilot's included).
 
-Token auth (Ray >= 2.52): with `RAY_AUTH_TOKEN` set (pass it to every node as a SkyPilot secret) the cluster uses
-token auth with that token; without it, auth is disabled explicitly (`RAY_AUTH_MODE=disabled`), so the nodes agree
-on the mode whatever tokens a node's home directory holds.
+Token auth (Ray >= 2.52) is always on (`RAY_AUTH_MODE=token` for every Ray process and the job): without it, anyone
+who reaches a node's Ray ports can submit jobs and run code there. The token is `RAY_AUTH_TOKEN`, a SkyPilot secret
+(so every node gets the same one, and it is never in the task file or a command line); `tasks/launch/launch.sh`
+generates a fresh one for each launch when none is given. A single-node task without one generates its own (only
+that node's processes need it); a task of several nodes without one stops with an error, as its nodes could not
+agree on a token.
 
 `SKYRL_RAY_START_ARGS` adds `ray start` arguments on this node (e.g. distinct ports, to simulate two nodes on one
 machine as the tests do). `SKYRL_BOOTSTRAP_DRY_RUN=1` prints, as JSON, the command rank 0 would run with its
@@ -37,6 +40,7 @@ import argparse
 import datetime
 import json
 import os
+import secrets
 import shlex
 import signal
 import socket
@@ -175,9 +179,18 @@ def job_overrides(
 # ------------------------------------------------------------------------------------------------ Ray
 
 
-def ray_auth_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """RAY_AUTH_MODE for every Ray process and the job: token auth with RAY_AUTH_TOKEN, else disabled."""
-    return {"RAY_AUTH_MODE": "token" if environ.get("RAY_AUTH_TOKEN") else "disabled"}
+def ray_auth_env(environ: Mapping[str, str], node: NodeInfo) -> dict[str, str]:
+    """RAY_AUTH_MODE and RAY_AUTH_TOKEN for every Ray process and the job: token auth, with `environ`'s token, or a
+    fresh one on a single node (see the module doc)."""
+    token = environ.get("RAY_AUTH_TOKEN", "")
+    if not token:
+        if node.num_nodes > 1:
+            raise BootstrapError(
+                f"RAY_AUTH_TOKEN is empty, and the {node.num_nodes} nodes of this task need one shared token for Ray's "
+                "token auth: launch with tasks/launch/launch.sh (it generates one), or pass --secret RAY_AUTH_TOKEN"
+            )
+        token = secrets.token_hex(32)
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
 
 
 def ray_start_command(node: NodeInfo, extra_args: Sequence[str]) -> list[str]:
@@ -308,7 +321,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     try:
         node = node_info(os.environ)
-        env = {**os.environ, **ray_auth_env(os.environ)}
         run_name = os.environ.get("RUN_NAME") or default_run_name(args.task)
         output_dir = Path(os.environ.get("SKYRL_OUTPUT_DIR", "~/skyrl_runs")).expanduser()
         overrides = job_overrides(
@@ -324,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("SKYRL_BOOTSTRAP_DRY_RUN") == "1":
             print(json.dumps({"command": command, "overrides": overrides, "log_file": str(log_file)}))
             return 0
+        env = {**os.environ, **ray_auth_env(os.environ, node)}
         if node.rank != 0:
             return run_worker(node, env, args.wait_seconds)
         if not command:

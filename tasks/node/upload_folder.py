@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from skyrl_train.storage import S3StorageError, S3Store, make_s3_client
+from skyrl_train.storage import ManifestError, S3StorageError, S3Store, make_s3_client
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     store = S3Store(make_s3_client(os.environ.get("AWS_ENDPOINT_URL") or None), bucket)
     try:
         report = store.upload_folder(args.folder, prefix)
-    except S3StorageError as e:
+    except (S3StorageError, ManifestError) as e:
         print(f"upload_folder: error: {e}", file=sys.stderr)
         return 1
     print(f"uploaded {report.files} files ({report.bytes} bytes) to {report.url}")

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         dest="steps",
         metavar="STEP",
-        help="step to analyse (a global step number or 'eval_only'); repeat to compare; default: every step",
+        help="step to analyse (a global step number, 'eval_only' or 'base'); repeat to compare; default: every step",
     )
     parser.add_argument("--json", type=Path, help="write the full summary (with examples) as JSON here")
     parser.add_argument("--html", type=Path, help="write an HTML report with plots here")

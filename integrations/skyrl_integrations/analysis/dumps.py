@@ -3,7 +3,8 @@
 Layouts understood (a "step folder" holds one `<data_source>.jsonl` per data source):
 
 - an export folder `<export_path>/` with `dumped_evals/` inside;
-- `dumped_evals/` itself, with step folders `global_step_<N>_evals/` and `eval_only/`;
+- `dumped_evals/` itself, with step folders `global_step_<N>_evals/`, `eval_only/` and `base_evals/` (label ``base``:
+  the model before a warm start, `trainer.warm_start`, evaluated before the warm start's step 0 eval);
 - the S3 layout `s3://<bucket>/evals/<run>/`, with step folders `global_step_<N>/` and `eval_only/`;
 - a single step folder (any name; `global_step_<N>[_evals]` gives its step).
 
@@ -28,7 +29,9 @@ from skyrl_integrations.extras import missing_extra
 
 METRICS_FILE = "aggregated_results.jsonl"
 REQUIRED_FIELDS = ("input_prompt", "output_response", "score")
-_STEP_FOLDER = re.compile(r"^(?:global_step_(\d+)(?:_evals)?|(eval_only))$")
+_STEP_FOLDER = re.compile(r"^(?:global_step_(\d+)(?:_evals)?|(eval_only)|(base)_evals)$")
+BASE_LABEL = "base"
+"""The step label of `base_evals/`, ordered before every step."""
 
 # Chat-template turn markers, for dumps without `messages`: the role after a start marker opens a message.
 _TEMPLATES = (
@@ -83,7 +86,8 @@ class DumpedTrajectory:
 
 
 def load_eval_dumps(location: str, endpoint_url: str | None = None) -> dict[str, list[DumpedTrajectory]]:
-    """Step label ("0", "40", "eval_only", or a folder name) -> its trajectories, for a local path or `s3://` URI."""
+    """Step label ("base", "0", "40", "eval_only", or a folder name) -> its trajectories, for a local path or `s3://`
+    URI."""
     store = _S3Store(location, endpoint_url) if location.startswith("s3://") else _LocalStore(location)
     steps = _step_files(store.list_files(), store.name)
     if not steps:
@@ -260,7 +264,7 @@ def _step_label(folder_name: str) -> str | None:
     match = _STEP_FOLDER.match(folder_name)
     if match is None:
         return None
-    return match.group(1) if match.group(1) is not None else match.group(2)
+    return next(group for group in match.groups() if group is not None)
 
 
 def _step_files(paths: list[str], root_name: str) -> list[tuple[str, list[str]]]:
@@ -289,6 +293,8 @@ def _step_files(paths: list[str], root_name: str) -> list[tuple[str, list[str]]]
 
 
 def _step_order(label: str) -> tuple[int, int, str]:
+    if label == BASE_LABEL:
+        return (-1, 0, "")
     return (0, int(label), "") if label.isdigit() else (1, 0, label)
 
 

@@ -33,7 +33,8 @@ from statistics import fmean
 from typing import Any
 
 from skyrl_gym.common.fs import atomic_write_text
-from skyrl_integrations.extras import missing_extra
+from skyrl_integrations.datasets.io import read_rows
+from skyrl_integrations.mcp.prompt import call_text
 from skyrl_integrations.mcp.scoring import ISO_DATE, EpisodeRecord, numbers_in, score_episode
 
 FIELDS = ("open", "high", "low", "close", "volume", "revenue_usd_millions", "net_income_usd_millions", "eps")
@@ -111,7 +112,7 @@ class _Episode:
         """Call ``tool`` (arguments from the facts, ``entity`` as the ticker); the observation without its
         ``Tool error (tool):`` label when it failed, None when it ran."""
         arguments = self._arguments(tool, entity)
-        observation = self._step(f"<tool_call>{json.dumps({'name': tool, 'arguments': arguments})}</tool_call>")
+        observation = self._step(call_text(tool, arguments))
         result = _RESULT.match(observation)
         if result is not None:
             self.output = result.group(2)
@@ -263,15 +264,6 @@ def format_baseline(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a dataset file as the trainer reads them (`skyrl_train.dataset.sources.load_rows`)."""
-    try:
-        from skyrl_train.dataset.sources import load_rows
-    except ModuleNotFoundError as exc:
-        raise missing_extra(exc, "train", "skyrl_integrations.analysis.rule_baseline") from exc
-    return load_rows(str(path))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m skyrl_integrations.analysis.rule_baseline", description=__doc__.split("\n\n")[0]
@@ -284,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        summary = score_rules(read_rows(args.dataset))
+        summary = score_rules(read_rows(args.dataset, "skyrl_integrations.analysis.rule_baseline"))
     except BaselineError as exc:
         print(f"rule_baseline: error: {args.dataset}: {exc}", file=sys.stderr)
         return 1

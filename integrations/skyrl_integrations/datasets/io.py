@@ -9,6 +9,8 @@ reader sees the old file or the complete new one.
 Parquet stores the ``params`` of all tool calls as one struct column: a parameter name must have one JSON type
 across the dataset (integers and floats mix, being numbers). ``write_dataset`` checks this first and names the
 two rows that disagree, instead of letting pyarrow fail with a message that names neither.
+
+``read_rows(path, feature)`` reads a dataset file back as the trainer reads it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import pyarrow.parquet as pq
 
 from skyrl_gym.common.fs import atomic_write_text, fsync_dir
 from skyrl_integrations.datasets.schema import SPLITS, TaskRow, validate_row
+from skyrl_integrations.extras import missing_extra
 
 __all__ = [
     "DEFAULT_VAL_RATIO",
@@ -34,6 +37,7 @@ __all__ = [
     "add_output_arguments",
     "check_output_args",
     "output_paths",
+    "read_rows",
     "split_for",
     "split_tasks",
     "write_dataset",
@@ -97,6 +101,16 @@ def write_dataset(
             text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in split_rows)
             atomic_write_text(targets[f"{split}.jsonl"], text)
     return targets
+
+
+def read_rows(path: str | os.PathLike[str], feature: str) -> list[dict[str, Any]]:
+    """The rows of a dataset file as the trainer reads them (`skyrl_train.dataset.sources.load_rows`: a parquet
+    file's null struct fields dropped); `feature`, the caller, is named in the error when skyrl-train is missing."""
+    try:
+        from skyrl_train.dataset.sources import load_rows
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "train", feature) from exc
+    return load_rows(str(path))
 
 
 def output_paths(

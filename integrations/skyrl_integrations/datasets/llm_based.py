@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -46,6 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
+from skyrl_gym.common.progress import Progress
 from skyrl_integrations.datasets.io import add_output_arguments, check_output_args, write_from_args
 from skyrl_integrations.datasets.llm_seeds import SEED_TASKS, SeedTask, hint_pool
 from skyrl_integrations.datasets.replay import ToolServers, answer_from_result, scalar_fields
@@ -64,6 +66,8 @@ __all__ = [
     "TaskPlan",
     "parse_reply",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ENDPOINT_MODEL = "smollm2-135m-instruct"
 """The name ``python -m skyrl_train.serve`` gives its default CPU model (``skyrl_train.models.DEFAULT_MODEL``, which
@@ -481,7 +485,8 @@ class LLMTaskGenerator:
         """Request in waves of ``concurrency`` until ``n_samples`` questions are valid or the budget is spent."""
         report = GenerationReport()
         budget = self.config.attempt_budget
-        with ThreadPoolExecutor(self.config.concurrency) as pool:
+        progress = Progress(self.config.n_samples, "generate questions", unit="question", logger=logger)
+        with progress, ThreadPoolExecutor(self.config.concurrency) as pool:
             while len(report.tasks) < self.config.n_samples and report.attempts < budget:
                 wave = min(self.config.concurrency, budget - report.attempts)
                 plans = [self.plan(report.attempts + i) for i in range(wave)]
@@ -505,6 +510,7 @@ class LLMTaskGenerator:
                         continue
                     try:
                         report.tasks.append(self.validate(plan, reply))
+                        progress.advance()
                         _log(log, f"attempt {plan.attempt}: valid: {report.tasks[-1].user_prompt!r}")
                     except Rejected as exc:
                         report.rejected[exc.reason] += 1
@@ -610,6 +616,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--verbose", action="store_true", help="print every attempt's outcome")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the progress lines, without a terminal
     overrides = {
         name: getattr(args, name)
         for name in ("n_samples", "model", "base_url", "max_tools", "max_turns", "max_attempts", "temperature")

@@ -37,6 +37,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import logging
 import random
 import re
 from collections import Counter
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from skyrl_gym.common.progress import Progress
 from skyrl_integrations.datasets.io import split_for, write_dataset
 from skyrl_integrations.datasets.schema import COMPLEXITIES, DATA_SOURCE_PREFIX, TaskRow, ToolStep
 from skyrl_integrations.mcp.scoring import ISO_DATE, NUMERIC_REL_TOL, numbers_in
@@ -61,6 +63,8 @@ __all__ = [
     "generate_tasks",
     "main",
 ]
+
+logger = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant with tools. Use the tools to look up what you need, then give the final answer "
@@ -865,18 +869,21 @@ def generate_tasks(
         _check_holds_out(eligible)
     owned = runner is None
     runner = runner or ToolRunner()
+    total = train_size + val_size + seen_val_size
     try:
-        maker = _RowMaker(
-            options,
-            runner,
-            extra_turns,
-            max_drafts=MAX_ATTEMPTS_PER_TASK * (train_size + val_size + seen_val_size),
-            hint_fraction=hint_fraction,
-        )
-        rng = random.Random(seed)
-        if held_out_entities:
-            return _by_entity(maker, rng, eligible, train_size, val_size, seen_val_size)
-        return _by_hash(maker, rng, options, eligible, train_size, val_size, balance_templates)
+        with Progress(total, "generate questions", unit="question", logger=logger) as progress:
+            maker = _RowMaker(
+                options,
+                runner,
+                extra_turns,
+                max_drafts=MAX_ATTEMPTS_PER_TASK * total,
+                progress=progress,
+                hint_fraction=hint_fraction,
+            )
+            rng = random.Random(seed)
+            if held_out_entities:
+                return _by_entity(maker, rng, eligible, train_size, val_size, seen_val_size)
+            return _by_hash(maker, rng, options, eligible, train_size, val_size, balance_templates)
     finally:
         if owned:
             runner.close()
@@ -892,12 +899,20 @@ def _check_holds_out(templates: Sequence[Template]) -> None:
 
 
 class _RowMaker:
-    """Turns drafts into rows: runs them, drops repeated questions and drafts without an answer, counts drafts."""
+    """Turns drafts into rows: runs them, drops repeated questions and drafts without an answer, counts drafts and
+    (in ``progress``) rows."""
 
     def __init__(
-        self, options: _Options, runner: ToolRunner, extra_turns: int, max_drafts: int, hint_fraction: float = 0.0
+        self,
+        options: _Options,
+        runner: ToolRunner,
+        extra_turns: int,
+        max_drafts: int,
+        progress: Progress,
+        hint_fraction: float = 0.0,
     ) -> None:
         self.options = options
+        self.progress = progress
         self.hint_fraction = hint_fraction
         self.runner = runner
         self.extra_turns = extra_turns
@@ -942,6 +957,7 @@ class _RowMaker:
         if split == "train" and draft.hint is not None and _share_of(task_id) < self.hint_fraction:
             question = f"{question} {draft.hint}"
             extra["hint"] = draft.hint
+        self.progress.advance()
         return TaskRow(
             task_id=task_id,
             system_prompt=SYSTEM_PROMPT,
@@ -1086,6 +1102,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument("--no-jsonl", action="store_true", help="write only the .parquet files")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the progress lines, without a terminal
     tasks = generate_tasks(
         args.train_size,
         args.val_size,

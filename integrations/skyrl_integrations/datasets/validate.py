@@ -13,7 +13,7 @@ checks that every call succeeds and that the expected answer is derivable from t
 wording satisfies) is not replayed; the answer of such a row is not checked, and the report counts those rows.
 
 Files are read with skyrl-train's dataset reader, as training reads them: this module needs the ``train`` extra
-(``pip install 'skyrl-integrations[train]'``).
+(``pip install 'skyrl-integrations-toolfork[train]'``).
 """
 
 from __future__ import annotations

@@ -27,17 +27,13 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, Con
 from skyrl_integrations.mcp.client import MCPToolGroup, ToolResult, run_blocking
 from skyrl_integrations.mcp.config import MCPEnvConfig
 from skyrl_integrations.mcp.metrics import EpisodeCounters, aggregate_metrics
-from skyrl_integrations.mcp.prompt import build_prompt
+from skyrl_integrations.mcp.prompt import CALL_IN_WORDS, build_prompt
 from skyrl_integrations.mcp.scoring import CallRecord, EpisodeRecord, GroundTruth, Score, score_episode
 from skyrl_integrations.tool_parser import ParseFailure, ToolCall, ToolRegistry, parse_tool_calls
 
 DEFAULT_MAX_TURNS = 5
 """When neither the row's ground truth nor the generator sets `max_turns`."""
-FORMAT_REMINDER = (
-    'To call a tool, write one JSON object between <tool_call> and </tool_call>, with the key "name" (one of the '
-    'tools above) and the key "arguments" (an object of its arguments); or reply without a tool call to give your '
-    "final answer."
-)
+FORMAT_REMINDER = f"{CALL_IN_WORDS}; or reply without a tool call to give your final answer."
 """Follows a call that could not be used. Prose, not a template: small models copy a template's placeholders
 (`{"name": "<tool name>", "arguments": {...}}`) verbatim, which is malformed again, turn after turn."""
 

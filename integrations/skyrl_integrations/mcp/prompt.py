@@ -7,6 +7,11 @@ Two renderings of the tools (`tool_prompt`):
   (``?`` marks an optional argument), for models with a small context such as the default 135M CPU model.
 
 Optional demonstrations (worked examples as chat messages) go between the system message and the task.
+
+The call format is said in words (`CALL_IN_WORDS`), not shown as a template: the default 135M model copied the
+template's placeholders (``{"name": "<tool name>", "arguments": {<arguments as JSON>}}``) verbatim into its calls
+(docs/results.md, "What the untrained model does"). Worked calls belong in the demonstrations, on tools the tasks do not
+use.
 """
 
 from __future__ import annotations
@@ -19,6 +24,12 @@ TOOL_PROMPT_STYLES = ("full", "compact")
 DEFAULT_ROLE = "You are a helpful assistant. Use the tools below to complete the user's task."
 COMPACT_DESCRIPTION_CHARS = 120
 """Compact style: tool descriptions are cut to their first line, at most this many characters."""
+CALL_IN_WORDS = (
+    'To call a tool, write one JSON object between <tool_call> and </tool_call>, with the key "name" (one of the '
+    'tools above) and the key "arguments" (an object of its arguments)'
+)
+"""How to call a tool, as a sentence without its final stop: the system prompt's call format and the env's reminder
+after an unusable call (`env.FORMAT_REMINDER`) both say it."""
 
 
 def call_format(max_calls_per_turn: int) -> str:
@@ -29,11 +40,15 @@ def call_format(max_calls_per_turn: int) -> str:
         else "Make one call per reply. "
     )
     return (
-        "To call a tool, reply with:\n"
-        '<tool_call>{"name": "<tool name>", "arguments": {<arguments as JSON>}}</tool_call>\n'
+        f"{CALL_IN_WORDS}.\n"
         f"{several}The results come back in the next message.\n"
         "When you know the answer, reply without a tool call: that reply is your final answer."
     )
+
+
+def call_text(name: str, arguments: Mapping[str, Any]) -> str:
+    """A call as a reply writes it: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``."""
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': dict(arguments)}, ensure_ascii=False)}</tool_call>"
 
 
 def render_tools(tools: Sequence[Mapping[str, Any]], style: str = "full") -> str:

@@ -76,7 +76,8 @@ class ScriptedUser:
 class LLMUserConfig:
     base_url: str
     model: str
-    api_key: str = "EMPTY"
+    api_key: str = dataclasses.field(default="EMPTY", repr=False)
+    """Sent to `base_url` only; left out of ``repr`` so that a logged config or error never shows it."""
     strategy: str = "llm"
     temperature: float = 0.0
     max_tokens: int = 256

@@ -21,10 +21,11 @@ UPSTREAM_ROW = {
 
 
 def test_an_export_folder_gives_every_step_in_order(tmp_path, make_row, write_dump):
-    for folder in ("global_step_100_evals", "eval_only", "global_step_40_evals", "global_step_0_evals"):
+    """`base_evals/` (the model before a warm start) comes first."""
+    for folder in ("global_step_100_evals", "eval_only", "global_step_40_evals", "base_evals", "global_step_0_evals"):
         write_dump(tmp_path / "dumped_evals" / folder, {"env_a": [make_row(1.0)]})
     (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')  # the tracker's metrics file, not a dump
-    assert list(load_eval_dumps(str(tmp_path))) == ["0", "40", "100", "eval_only"]
+    assert list(load_eval_dumps(str(tmp_path))) == ["base", "0", "40", "100", "eval_only"]
 
 
 def test_aggregated_results_are_not_read_as_trajectories(tmp_path, make_row, write_dump):

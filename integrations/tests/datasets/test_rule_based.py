@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 from unittest.mock import ANY
 
@@ -32,6 +33,13 @@ from skyrl_integrations.mcp.spec import MCPServerSpec
 @pytest.fixture(scope="module")
 def market_tasks():
     return generate_tasks(3, 1, seed=0)
+
+
+def test_generation_reports_its_progress_in_the_log_without_a_terminal(caplog):
+    with caplog.at_level(logging.INFO, logger="skyrl_integrations.datasets.rule_based"):
+        generate_tasks(1, 1, seed=0)
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("generate questions: 2/2 questions done (")
 
 
 def test_default_tasks_are_single_market_questions_with_answers_from_the_server(market_tasks):

@@ -68,7 +68,11 @@ def test_init_keeps_the_dataset_system_text_and_adds_tools_and_call_format(make_
     assert messages[0]["role"] == "system" and system.startswith("You are a calculator.\n\n")
     assert "- echo(text: string): Return the text unchanged." in system
     assert "- add(a: number, b: number): Add two numbers." in system
-    assert '<tool_call>{"name": "<tool name>", "arguments": {<arguments as JSON>}}</tool_call>' in system
+    assert (
+        'To call a tool, write one JSON object between <tool_call> and </tool_call>, with the key "name" (one of the '
+        'tools above) and the key "arguments" (an object of its arguments).\nYou may make up to 4 calls in one reply'
+    ) in system
+    assert "<tool name>" not in system and "<arguments as JSON>" not in system
     assert messages[1:] == PROMPT[1:]
     assert info == {"tools": ["echo", "add"]}
 

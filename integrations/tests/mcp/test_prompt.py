@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skyrl_integrations.mcp.prompt import DEFAULT_ROLE, build_prompt, call_format, render_tools
+from skyrl_integrations.mcp.prompt import DEFAULT_ROLE, build_prompt, call_format, call_text, render_tools
 
 PRICE_TOOL = {
     "name": "get_stock_price",
@@ -36,6 +36,22 @@ def test_full_style_is_one_json_schema_per_line_inside_tools_tags():
 def test_an_unknown_style_is_rejected():
     with pytest.raises(ValueError, match=r"tool_prompt: expected one of \('full', 'compact'\), got 'long'"):
         render_tools([LIST_TOOL], "long")
+
+
+def test_call_format_says_the_call_in_words_with_no_placeholder_to_copy():
+    # A template's placeholders (`{<arguments as JSON>}`) were copied verbatim by the untrained 135M model.
+    assert call_format(1) == (
+        'To call a tool, write one JSON object between <tool_call> and </tool_call>, with the key "name" (one of the '
+        'tools above) and the key "arguments" (an object of its arguments).\n'
+        "Make one call per reply. The results come back in the next message.\n"
+        "When you know the answer, reply without a tool call: that reply is your final answer."
+    )
+
+
+def test_call_text_is_a_call_as_a_reply_writes_it():
+    assert call_text("get_company_profile", {"ticker": "CDRW"}) == (
+        '<tool_call>{"name": "get_company_profile", "arguments": {"ticker": "CDRW"}}</tool_call>'
+    )
 
 
 def test_call_format_says_how_many_calls_a_reply_may_make():

@@ -81,6 +81,14 @@ def test_the_scripted_user_is_deterministic():
     ]
 
 
+def test_the_llm_user_config_never_shows_its_api_key():
+    config = LLMUserConfig(base_url="http://127.0.0.1:1/v1", model="m", api_key="sk-planted-0123")
+    assert repr(config) == (
+        "LLMUserConfig(base_url='http://127.0.0.1:1/v1', model='m', strategy='llm', temperature=0.0, max_tokens=256, "
+        "timeout_s=60.0, prompt_price_per_1k_tokens=0.0, completion_price_per_1k_tokens=0.0)"
+    )
+
+
 @pytest.mark.parametrize(("strategy", "calls"), [("llm", (1, 1)), ("react", (1, 1)), ("verify", (2, 6))])
 def test_llm_user_strategies_talk_to_a_real_endpoint(tiny_url, tiny_model, strategy, calls):  # noqa: F811
     config = LLMUserConfig(

@@ -1,23 +1,27 @@
-"""`PythonCodeExecutorToolGroup`: run model-written Python in a fresh, resource-limited subprocess.
+"""`PythonCodeExecutorToolGroup`: run model-written Python in a fresh, resource-limited, sandboxed subprocess.
 
 Each call starts `python -I` (isolated: no user site, no PYTHON* variables, no script dir on sys.path)
 in its own session and process group, inside a temporary working directory that is removed afterwards,
-with stdin at end-of-file and a minimal environment. A small bootstrap sets the address-space and CPU
+with stdin at end-of-file and a minimal environment. The process runs in the sandbox of
+`skyrl_gym.tools.sandbox`: its own filesystem view (system folders and the Python installation read-only, the
+working directory the only writable folder; no home folder, repository, credentials or checkpoints), its own
+processes, and no network unless `allow_network`. A small bootstrap sets the address-space and CPU
 limits in the child (no `preexec_fn`, which is unsafe when the parent has threads), then runs the code.
 The parent enforces the wall-clock limit and kills the whole process group on timeout, and also after
 a normal exit so background children cannot outlive the call. Output is read incrementally and only
 a bounded amount is kept, so a flood of output cannot exhaust the parent's memory.
 
-`execute_python` is the sandbox itself and returns a structured `PythonExecution`; the tool group formats
-that as upstream's text. `execute_python(block_network=True)` also installs an audit hook in the child that
-refuses internet sockets, connect/bind and name resolution. The hook stops Python-level networking
-(socket, urllib, http.client, asyncio streams), not native code calling libc directly or child processes;
-pass a `launcher` such as `unshare --net` for a kernel-level boundary.
+`execute_python` runs one program and returns a structured `PythonExecution`; the tool group formats that as
+upstream's text. Without network, the child also gets an audit hook that refuses internet sockets, connect/bind
+and name resolution, so Python-level networking fails with a clear `PermissionError` (the network namespace
+stops everything else). `unsafe_no_sandbox=True` runs the program without the sandbox, as this user with this
+user's files, for machines that cannot create user namespaces; the audit hook is then the only network barrier.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import selectors
@@ -26,10 +30,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from skyrl_gym.tools.core import ToolGroup, tool
+from skyrl_gym.tools.sandbox import require_sandbox
+
+logger = logging.getLogger(__name__)
 
 ERROR_PREFIX = "Error executing Python code: "
 _CODE_FILE = ".snippet.py"
@@ -177,26 +183,34 @@ class PythonExecution:
         return None
 
 
+@contextlib.contextmanager
+def _popen_unsandboxed(argv: list[str], workdir: str, **popen_kwargs):
+    """`Sandbox.popen`'s counterpart for `unsafe_no_sandbox`: the program as a plain child process."""
+    proc = subprocess.Popen(argv, cwd=workdir, **popen_kwargs)
+    yield proc, lambda: proc.returncode
+
+
 def execute_python(
     code: str,
     *,
     timeout: float = 10.0,
     memory_limit_mb: int = 512,
     max_output_chars: int = 10000,
-    block_network: bool = False,
-    launcher: Sequence[str] = (),
+    allow_network: bool = False,
+    unsafe_no_sandbox: bool = False,
 ) -> PythonExecution:
     """Run `code` in a fresh sandboxed interpreter (see the module docstring) and return what it produced.
 
-    `launcher` is prepended to the interpreter's command line (e.g. `["unshare", "--user", "--map-root-user",
-    "--net"]`); it must exec the interpreter in place so the process group still covers the program.
-    Raises OSError only if the process cannot be started.
+    Raises:
+        SandboxUnavailableError: this machine cannot run the sandbox (checked once per process; see
+            `skyrl_gym.tools.sandbox.require_sandbox`), unless `unsafe_no_sandbox`.
+        OSError: the process cannot be started.
     """
+    sandbox = None if unsafe_no_sandbox else require_sandbox(allow_network)
     with tempfile.TemporaryDirectory(prefix="skyrl_python_", ignore_cleanup_errors=True) as workdir:
         with open(os.path.join(workdir, _CODE_FILE), "w", encoding="utf-8") as f:
             f.write(code)
-        argv = [
-            *launcher,
+        program = [
             sys.executable,
             "-I",
             "-c",
@@ -204,7 +218,7 @@ def execute_python(
             _CODE_FILE,
             str(memory_limit_mb * 1024 * 1024),
             str(math.ceil(timeout) + 1),
-            "1" if block_network else "0",
+            "0" if allow_network else "1",
         ]
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -215,23 +229,18 @@ def execute_python(
             "OPENBLAS_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
         }
-        proc = subprocess.Popen(
-            argv,
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
         stdout = _Capture(max_output_chars * 4, keep_tail=False)
         stderr = _Capture(max_output_chars * 4, keep_tail=True)
-        with proc.stdout, proc.stderr:
-            timed_out = _collect(proc, timeout, {proc.stdout: stdout, proc.stderr: stderr})
+        start = _popen_unsandboxed if sandbox is None else sandbox.popen
+        pipes = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with start(program, workdir, env=env, start_new_session=True, **pipes) as (proc, exit_status):
+            with proc.stdout, proc.stderr:
+                timed_out = _collect(proc, timeout, {proc.stdout: stdout, proc.stderr: stderr})
+            returncode = exit_status()
     return PythonExecution(
         stdout=_decode_head(stdout, max_output_chars),
         stderr=_decode_tail(stderr, max_output_chars),
-        returncode=proc.returncode,
+        returncode=returncode,
         timed_out=timed_out,
         timeout=timeout,
         memory_limit_mb=memory_limit_mb,
@@ -239,13 +248,34 @@ def execute_python(
 
 
 class PythonCodeExecutorToolGroup(ToolGroup):
-    """One tool, `python(code)`, returning the program's stdout or an `Error executing Python code: ...` text."""
+    """One tool, `python(code)`, returning the program's stdout or an `Error executing Python code: ...` text.
 
-    def __init__(self, timeout: float = 10.0, memory_limit_mb: int = 512, max_output_chars: int = 10000):
+    Programs run in the sandbox without network; `allow_network=True` gives them the host's network and
+    `unsafe_no_sandbox=True` runs them without the sandbox (see the module docstring). The sandbox is checked when
+    the group is made: `SandboxUnavailableError` then names what this machine lacks.
+    """
+
+    def __init__(
+        self,
+        timeout: float = 10.0,
+        memory_limit_mb: int = 512,
+        max_output_chars: int = 10000,
+        allow_network: bool = False,
+        unsafe_no_sandbox: bool = False,
+    ):
         super().__init__(name="PythonCodeExecutorToolGroup")
         self.timeout = timeout
         self.memory_limit_mb = memory_limit_mb
         self.max_output_chars = max_output_chars
+        self.allow_network = allow_network
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+        if unsafe_no_sandbox:
+            logger.warning(
+                "PythonCodeExecutorToolGroup(unsafe_no_sandbox=True): model-written code runs as this user, with read "
+                "and write access to this user's files (home folder, credentials, checkpoints)"
+            )
+        else:
+            require_sandbox(allow_network)
 
     @tool
     def python(self, code: str) -> str:
@@ -256,6 +286,8 @@ class PythonCodeExecutorToolGroup(ToolGroup):
                 timeout=self.timeout,
                 memory_limit_mb=self.memory_limit_mb,
                 max_output_chars=self.max_output_chars,
+                allow_network=self.allow_network,
+                unsafe_no_sandbox=self.unsafe_no_sandbox,
             )
         except OSError as exc:  # e.g. no process slots or disk space left: report, never raise
             return f"{ERROR_PREFIX}could not start the interpreter ({exc})"

@@ -4,7 +4,7 @@ Modules:
 
 - ``advantages``: ``grpo``, ``rloo``, ``reinforce++``, ``gae`` (with ``baseline_mask`` to keep infrastructure
   failures out of the baseline) and the zero-variance filter;
-- ``policy_losses``: ``regular``, ``dual_clip``, ``gspo`` (per-token loss + health metrics);
+- ``policy_losses``: ``regular``, ``dual_clip``, ``gspo`` (per-token loss + health metrics), ``cross_entropy`` (SFT);
 - ``reductions``: ``token_mean``, ``sequence_mean``, ``seq_mean_token_sum_norm``, exact across micro-batches;
 - ``off_policy``: off-policy correction against the rollout logprobs (token / sequence TIS, outlier and sequence
   masks) and its statistics;
@@ -43,6 +43,7 @@ from skyrl_train.algorithms.kl import (
 from skyrl_train.algorithms.masked import group_ids_from_index, masked_mean, masked_sum, masked_var, masked_whiten
 from skyrl_train.algorithms.policy_losses import (
     PolicyLossType,
+    cross_entropy_loss,
     dual_clip_policy_loss,
     gspo_policy_loss,
     ppo_policy_loss,
@@ -79,6 +80,7 @@ __all__ = [
     "normalize_advantages_over_batch",
     "trajectory_index",
     "trajectory_sums",
+    "cross_entropy_loss",
     "dual_clip_policy_loss",
     "get_kl_controller",
     "group_ids_from_index",

@@ -1,4 +1,4 @@
-"""Policy losses: ``regular`` (PPO clip, asymmetric), ``dual_clip`` and ``gspo``.
+"""Policy losses: ``regular`` (PPO clip, asymmetric), ``dual_clip``, ``gspo`` and ``cross_entropy`` (SFT).
 
 Every loss has upstream SkyRL's signature ``fn(log_probs, old_log_probs, advantages, config, loss_mask=None,
 rollout_logprobs=None) -> (per_token_loss, metrics)``:
@@ -23,6 +23,12 @@ The per-token loss is zero where ``loss_mask`` is 0. Reduce it with ``reduce_los
 - ``ratio_mean`` / ``ratio_min`` / ``ratio_max``: importance ratio statistics;
 - ``ppo_kl``: masked mean of ``old_log_probs − log_probs``;
 - ``dual_clip_frac`` (dual_clip only): fraction of tokens capped by ``clip_ratio_c · |A|``.
+
+``cross_entropy`` is supervised fine-tuning's loss, ``−logp`` on every loss-masked token; it reads neither the old
+logprobs nor the advantages and reports no metrics. Upstream sums it and ignores ``loss_reduction``; here it is
+reduced like every policy loss (``reduce_loss``), and the SFT step (``PolicyWorker.sft_train``) always uses
+``token_mean``: the mean over the mini-batch's loss tokens, the normalisation TRL's SFT uses, exact across
+micro-batches and data-parallel ranks.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ __all__ = [
     "ppo_policy_loss",
     "dual_clip_policy_loss",
     "gspo_policy_loss",
+    "cross_entropy_loss",
 ]
 
 LOG_RATIO_CLAMP = 20.0
@@ -61,6 +68,7 @@ class PolicyLossType(StrEnum):
     REGULAR = "regular"
     DUAL_CLIP = "dual_clip"
     GSPO = "gspo"
+    CROSS_ENTROPY = "cross_entropy"
 
 
 def _as_mask(loss_mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -205,6 +213,28 @@ def gspo_policy_loss(
     return loss * mask, _metrics(ratio, token_log_ratio, clip_low, clip_high, mask)
 
 
+def cross_entropy_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    config: AlgorithmConfig,
+    loss_mask: torch.Tensor | None = None,
+    rollout_logprobs: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Negative log-likelihood of the target tokens (SFT)::
+
+        loss = −logp · m
+
+    ``old_log_probs``, ``advantages`` and ``rollout_logprobs`` are not read (upstream's signature). Keeps the dtype
+    of ``log_probs``.
+
+    Returns:
+        ``(loss [B, T], {})``.
+    """
+    return -log_probs * _as_mask(loss_mask, log_probs), {}
+
+
 PolicyLossRegistry.register(PolicyLossType.REGULAR.value, ppo_policy_loss)
 PolicyLossRegistry.register(PolicyLossType.DUAL_CLIP.value, dual_clip_policy_loss)
 PolicyLossRegistry.register(PolicyLossType.GSPO.value, gspo_policy_loss)
+PolicyLossRegistry.register(PolicyLossType.CROSS_ENTROPY.value, cross_entropy_loss)

@@ -10,7 +10,7 @@ Keys declared for upstream compatibility but not implemented here are listed in 
 unless left at their default.
 """
 
-from skyrl_train.config.changes import config_changes, format_config_changes
+from skyrl_train.config.changes import added_keys, config_changes, format_config_changes
 from skyrl_train.config.errors import ConfigError
 from skyrl_train.config.loader import (
     BASE_CONFIG_PATH,
@@ -36,6 +36,7 @@ from skyrl_train.config.schema import (
 from skyrl_train.config.validate import critic_dp_size, policy_dp_size, validate_cfg
 
 __all__ = [
+    "added_keys",
     "AlgorithmConfig",
     "BASE_CONFIG_PATH",
     "CONFIG_DIR",

@@ -1,5 +1,7 @@
 """A loaded config's difference from the base config, key by key, with what set each key: the entrypoints log it
-once when a run starts, so a run's log says which preset or override chose every value that is not the base's."""
+once when a run starts, so a run's log says which preset or override chose every value that is not the base's. The
+log shows a secret entry's value as ``<redacted>`` (`skyrl_train.utils.redact`), but still names the key and its
+source."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from skyrl_train.config.loader import BASE_CONFIG_PATH, CONFIG_NAME, LoadedConfig, load_config
+from skyrl_train.config.loader import BASE_CONFIG_PATH, CONFIG_NAME, LoadedConfig, added_key_blocks, load_config
 from skyrl_train.config.schema import to_dict
+from skyrl_train.utils.redact import redact_secrets
 
-__all__ = ["DERIVED", "UNSET", "ConfigChange", "config_changes", "flatten", "format_config_changes"]
+__all__ = ["DERIVED", "UNSET", "ConfigChange", "added_keys", "config_changes", "flatten", "format_config_changes"]
 
 DERIVED = "derived by validation"
 """The source of a key no preset or override set that validation filled in (e.g. `trainer.algorithm.max_seq_len`)."""
@@ -53,14 +56,25 @@ def config_changes(loaded: LoadedConfig) -> list[ConfigChange]:
     return changes
 
 
+def added_keys(cfg: Any) -> dict[str, Any]:
+    """Dotted key -> value of every key of a `SkyRLConfig` added with `+`, kept for custom code (`schema.AddedKeys`)."""
+    out: dict[str, Any] = {}
+    for block in added_key_blocks():
+        node = cfg
+        for part in block.split("."):
+            node = getattr(node, part)
+        out.update(flatten(node.extra, f"{block}."))
+    return out
+
+
 def format_config_changes(changes: list[ConfigChange]) -> str:
-    """The log text: a header line, then `key: base -> value  [source]` per change."""
+    """The log text: a header line, then `key: base -> value  [source]` per change (secret values redacted)."""
     if not changes:
         return f"Config: the base config ({CONFIG_NAME}.yaml), unchanged."
     lines = [
         f"Config: {len(changes)} keys differ from the base config ({CONFIG_NAME}.yaml); key: base -> value [set by]"
     ]
-    lines += [f"  {c.key}: {_short(c.base)} -> {_short(c.value)}  [{c.source}]" for c in changes]
+    lines += [f"  {c.key}: {_shown(c.key, c.base)} -> {_shown(c.key, c.value)}  [{c.source}]" for c in changes]
     return "\n".join(lines)
 
 
@@ -84,6 +98,7 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
+def _shown(key: str, value: Any) -> str:
+    """`value` of `key` as the log shows it: secrets redacted, long values cut."""
+    text = repr(value if value is UNSET else redact_secrets(value, key.split(".")))
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."

@@ -25,10 +25,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from skyrl_train.config.errors import ConfigError
 from skyrl_train.config.presets import Preset, expand_presets
-from skyrl_train.config.schema import SkyRLConfig, extra_keys_field
+from skyrl_train.config.schema import AddedKeys, SkyRLConfig, extra_keys_field
 from skyrl_train.config.validate import validate_cfg
 
 __all__ = [
+    "added_key_blocks",
     "BASE_CONFIG_PATH",
     "CONFIG_DIR",
     "CONFIG_NAME",
@@ -113,7 +114,7 @@ def build_config(data: Mapping[str, Any] | DictConfig) -> SkyRLConfig:
     if isinstance(data, DictConfig):
         data = OmegaConf.to_container(data, resolve=True)
     problems: list[str] = []
-    cfg = _build_root(data, problems, {})
+    cfg = _build_root(data, problems, {}, added=True)  # what a hydra config has beyond the schema was added with `+`
     if problems:
         raise ConfigError(problems)
     return cfg
@@ -166,7 +167,7 @@ def _apply_overrides(tree: dict, overrides: list[str], sources: dict[str, str], 
             continue
         kind = _classify(key)
         if kind is None:
-            problems.append(unknown_key_message(key))
+            problems.append(unknown_key_message(key, added=override.is_add()))
             continue
         parts = key.split(".")
         exists = _exists(tree, parts)
@@ -293,8 +294,9 @@ def _all_keys(cls: type = SkyRLConfig, prefix: str = "") -> list[str]:
     return keys
 
 
-def unknown_key_message(key: str) -> str:
-    """'Unknown config key ...' with the reason it was dropped upstream, or the nearest declared key."""
+def unknown_key_message(key: str, *, added: bool = False) -> str:
+    """'Unknown config key ...' with the reason it was dropped upstream, or the nearest declared key; for a key
+    `added` with `+`, also where added keys are kept."""
     for prefix, reason in _UNSUPPORTED_PREFIXES.items():
         if key == prefix or key.startswith(prefix + "."):
             return f"Unknown config key '{key}': {reason}."
@@ -304,7 +306,18 @@ def unknown_key_message(key: str) -> str:
         leaf = key.rsplit(".", 1)[-1]
         match = [k for k in known if k.rsplit(".", 1)[-1] == leaf][:1]
     hint = f" Did you mean '{match[0]}'?" if match else ""
+    if added:
+        hint += f" Keys of your own code may be added under {' and '.join(added_key_blocks())} only."
     return f"Unknown config key '{key}'.{hint}"
+
+
+def added_key_blocks(cls: type = SkyRLConfig, prefix: str = "") -> list[str]:
+    """The blocks that keep keys added with `+` for custom code (`schema.AddedKeys`)."""
+    blocks = [prefix.rstrip(".")] if issubclass(cls, AddedKeys) else []
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(f.type):
+            blocks += added_key_blocks(f.type, f"{prefix}{f.name}.")
+    return blocks
 
 
 # ----------------------------------------------------------------------------------------- building
@@ -375,12 +388,13 @@ def _leaf_keys(value: Any, prefix: str) -> list[str]:
     return [prefix]
 
 
-def _build_root(data: Any, problems: list[str], sources: Mapping[str, str]) -> SkyRLConfig:
-    """`data` as a `SkyRLConfig`; a problem with a key a preset set names the preset (`sources`) first."""
+def _build_root(data: Any, problems: list[str], sources: Mapping[str, str], added: bool = False) -> SkyRLConfig:
+    """`data` as a `SkyRLConfig`; a problem with a key a preset set names the preset (`sources`) first; `added`: the
+    keys beyond the schema were added with `+` (`unknown_key_message`)."""
     if not isinstance(data, Mapping):
         problems.append(f"config: expected a mapping, got {_describe(data)}")
         return SkyRLConfig()
-    return _build(SkyRLConfig, data, "", problems, sources)
+    return _build(SkyRLConfig, data, "", problems, sources, added)
 
 
 def _in_preset(sources: Mapping[str, str], key: str) -> str:
@@ -389,7 +403,9 @@ def _in_preset(sources: Mapping[str, str], key: str) -> str:
     return "" if source in (None, OVERRIDE) else f"{source}: "
 
 
-def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str], sources: Mapping[str, str]) -> Any:
+def _build(
+    cls: type, data: Mapping[str, Any], prefix: str, problems: list[str], sources: Mapping[str, str], added: bool
+) -> Any:
     flds = _fields(cls)
     extra = extra_keys_field(cls)
     kwargs: dict[str, Any] = {}
@@ -399,7 +415,9 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str],
         f = flds.get(name)
         if f is None or name == extra:
             if extra is None:
-                problems.extend(_in_preset(sources, k) + unknown_key_message(k) for k in _leaf_keys(value, key))
+                problems.extend(
+                    _in_preset(sources, k) + unknown_key_message(k, added=added) for k in _leaf_keys(value, key)
+                )
             elif name == extra and isinstance(value, Mapping):
                 extras.update(value)
             else:
@@ -407,7 +425,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str],
             continue
         if dataclasses.is_dataclass(f.type):
             if isinstance(value, Mapping):
-                kwargs[name] = _build(f.type, value, key + ".", problems, sources)
+                kwargs[name] = _build(f.type, value, key + ".", problems, sources, added)
             else:
                 problems.append(
                     f"{_in_preset(sources, key)}{key}: expected a mapping (a block of keys), got {_describe(value)}"

@@ -2,7 +2,7 @@
 
 The trainer looks functions up by the names in ``trainer.algorithm.advantage_estimator`` and
 ``trainer.algorithm.policy_loss_type``. Built-ins are registered under upstream SkyRL's names
-(``grpo``, ``rloo``, ``reinforce++``, ``gae``; ``regular``, ``dual_clip``, ``gspo``). Add your own::
+(``grpo``, ``rloo``, ``reinforce++``, ``gae``; ``regular``, ``dual_clip``, ``gspo``, ``cross_entropy``). Add your own::
 
     @AdvantageEstimatorRegistry.register("my_estimator")
     def my_estimator(*, token_level_rewards, response_mask, index, **kwargs):
@@ -25,10 +25,14 @@ Calling conventions (what the trainer passes):
   (``skyrl_train.config.schema.AlgorithmConfig``); returns ``(per_token_loss [B,T], metrics: dict[str, float])``.
   The reduction to a scalar is done separately by ``reduce_loss`` so it stays correct across micro-batches, and the
   off-policy correction (``trainer.algorithm.off_policy_correction``) is applied by the worker to the per-token loss
-  returned, whatever the loss (``skyrl_train.algorithms.off_policy``).
+  returned, whatever the loss (``skyrl_train.algorithms.off_policy``). A loss written for upstream skyrl-train 0.3
+  (a 0-dim loss it reduced itself, the clip ratio as a bare float, no ``rollout_logprobs`` parameter) is called as
+  ``skyrl_train.algorithms.loss_calls`` says.
 
-Registrations live in the process that makes them; a multi-process launcher must import the module that
-registers custom functions in every worker.
+Registrations live in the process that makes them. Upstream's ``initialize_ray(cfg)``
+(``skyrl_train.utils.initialize_ray``) copies the driver's custom registrations (``custom_functions``) into every Ray
+worker process of the job (``install``), as upstream SkyRL syncs them through a named actor; any other multi-process
+launcher must import the module that registers custom functions in every worker.
 
 The registries sit with the config, which checks the two names against them (`validate_cfg`), below the algorithms
 that register into them. The built-ins are registered by ``skyrl_train.algorithms``, imported by name on the first
@@ -48,6 +52,9 @@ __all__ = [
     "register_advantage_estimator",
     "register_policy_loss",
 ]
+
+
+_PACKAGE = __name__.split(".")[0]
 
 
 class _FunctionRegistry:
@@ -128,6 +135,25 @@ class _FunctionRegistry:
         """Whether ``name`` is registered."""
         cls._ensure_builtins()
         return str(name) in cls._functions
+
+    @classmethod
+    def custom_functions(cls) -> dict[str, Callable[..., Any]]:
+        """Name -> function of every registration whose function is defined outside ``skyrl_train`` (a user's
+        estimator or loss, or a user's replacement of a built-in name): what another process lacks until the code
+        that registered it runs there."""
+        cls._ensure_builtins()
+        return {
+            name: fn
+            for name, fn in cls._functions.items()
+            if not getattr(fn, "__module__", "").startswith(f"{_PACKAGE}.")
+        }
+
+    @classmethod
+    def install(cls, functions: dict[str, Callable[..., Any]]) -> None:
+        """Make ``functions`` (another process's `custom_functions`) the registrations of their names here, replacing
+        what these names hold: the same function when this process imported the module that registers it too."""
+        cls._ensure_builtins()
+        cls._functions.update(functions)
 
 
 class AdvantageEstimatorRegistry(_FunctionRegistry):

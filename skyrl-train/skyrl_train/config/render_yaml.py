@@ -82,6 +82,13 @@ UPSTREAM_DEVIATIONS = [
         "The default run stays the synchronous loop: asynchronous training needs remote engines "
         "(generator.run_engines_locally=false), which the default config does not have.",
     ),
+    (
+        "sft.train_on_what",
+        "last_assistant_message",
+        "all_assistant_messages",
+        "Upstream's SFTConfig (HEAD, not v0.4): tool-use demonstrations teach every call of an episode, not only its "
+        "final answer, as TRL's assistant-only loss does.",
+    ),
 ]
 
 NOT_IMPLEMENTED_MARK = "[not implemented: refused unless default]"

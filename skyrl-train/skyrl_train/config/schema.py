@@ -53,10 +53,13 @@ __all__ = [
     "GeneratorConfig",
     "SkyRLGymConfig",
     "EnvironmentConfig",
+    "SFTConfig",
     "knob",
     "section",
     "help_of",
     "extra_keys_field",
+    "AddedKeys",
+    "ADDED_KEYS_HELP",
     "to_dict",
 ]
 
@@ -81,6 +84,32 @@ def help_of(f: dataclasses.Field) -> str:
 def extra_keys_field(cls: type) -> str | None:
     """Name of the dict field that collects undeclared keys of this block, or None if the block is closed."""
     return getattr(cls, "_extra_keys_field", None)
+
+
+ADDED_KEYS_HELP = (
+    "Keys added with `+` (e.g. `+trainer.algorithm.overlong_buffer.len=512`): kept for custom code (a trainer subclass, "
+    "a custom generator), which reads them as attributes (`cfg.trainer.algorithm.overlong_buffer.len`) or with "
+    "`get`, as upstream's DictConfig; nothing in skyrl_train reads them. A near-miss of a declared key is refused."
+)
+
+
+class AddedKeys:
+    """Mixin of a block that keeps keys added with `+` in its `extra` field (`ADDED_KEYS_HELP`). The blocks upstream
+    SkyRL's example scripts extend are `trainer.algorithm` and `generator`; a key added anywhere else is refused
+    (`loader.unknown_key_message`)."""
+
+    _extra_keys_field: ClassVar[str] = "extra"
+
+    def __getattr__(self, name: str) -> Any:
+        added = self.__dict__.get("extra")
+        if name.startswith("_") or added is None or name not in added:
+            raise AttributeError(f"{type(self).__name__} has no key {name!r}")
+        value = added[name]
+        return OmegaConf.create(copy.deepcopy(value)) if isinstance(value, dict | list) else value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A declared or added key's value, else `default` (DictConfig's `get`, which upstream custom code calls)."""
+        return getattr(self, name, default)
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -264,7 +293,7 @@ class CISPOConfig:
 
 
 @dataclass
-class AlgorithmConfig:
+class AlgorithmConfig(AddedKeys):
     advantage_estimator: str = knob(
         "grpo", "Advantage estimator registry name: grpo, gae, rloo, reinforce++ or custom."
     )
@@ -279,7 +308,9 @@ class AlgorithmConfig:
     entropy_loss_coef: float = knob(0.01, "Coefficient of the entropy bonus.")
     advantage_batch_normalize: bool = knob(False, "Normalise advantages over the whole batch.")
     value_head_prefix: str = knob("value_head", "Module name of the critic's value head.")
-    policy_loss_type: str = knob("regular", "Policy loss registry name: regular, dual_clip, gspo, ... or custom.")
+    policy_loss_type: str = knob(
+        "regular", "Policy loss registry name: regular, dual_clip, gspo, cross_entropy (supervised), ... or custom."
+    )
     loss_reduction: str = knob("token_mean", "Loss reduction: token_mean, sequence_mean or seq_mean_token_sum_norm.")
     grpo_norm_by_std: bool = knob(True, "GRPO: divide group-centred rewards by the group std.")
     zero_variance_filter: bool = knob(
@@ -325,6 +356,7 @@ class AlgorithmConfig:
     max_seq_len: int | None = knob(
         None, "Length normaliser of seq_mean_token_sum_norm; null = max_input_length + max_generate_length."
     )
+    extra: dict[str, Any] = knob({}, ADDED_KEYS_HELP)
 
 
 @dataclass
@@ -407,6 +439,13 @@ class TrainerConfig:
     hf_save_interval: int = knob(-1, "Export HF weights every N steps; -1 = only at the end.")
     ckpt_path: str = knob("~/ckpts/", "Folder for checkpoints (global_step_N/ and latest_ckpt_global_step.txt).")
     export_path: str = knob("~/exports/", "Folder for HF exports, eval dumps and data dumps.")
+    push_to_hub: bool = knob(
+        False,
+        "Push every HF export to the Hugging Face Hub repo hub_model_id: the PEFT adapter with LoRA, else the merged "
+        "model. Offline mode (HF_HUB_OFFLINE), a missing token or an unreachable Hub stop the run before the model "
+        "loads.",
+    )
+    hub_model_id: str | None = knob(None, "Hub repo (`user/name` or `org/name`) that push_to_hub pushes to.")
     max_ckpts_to_keep: int = knob(-1, "Newest checkpoints kept in ckpt_path; -1 = all.")
     resume_mode: str | None = knob("latest", "Resume: 'none' (or null), 'latest' or 'from_path'.")
     resume_path: str | None = knob(None, "Checkpoint folder (global_step_N) for resume_mode=from_path.")
@@ -435,8 +474,10 @@ class TrainerConfig:
     )
     bf16: bool | None = knob(
         None,
-        "Train and generate in bfloat16 (true) or float32 (false); null = bfloat16 on a GPU, float32 on the CPU. "
-        "fsdp2 on GPUs keeps fp32 masters and computes in bf16.",
+        "Train and generate in bfloat16 (true) or float32 (false); null = bfloat16 on a GPU and on a CPU with AMX bf16 "
+        "(amx_bf16 and avx512_bf16 in /proc/cpuinfo), float32 on other CPUs. On the CPU bf16 is autocast over fp32 "
+        "weights and optimizer state (LM-head logits and logprobs in fp32), the hf engine decoding with bf16 copies "
+        "of the weights; fsdp2 keeps fp32 masters on GPUs and CPUs alike.",
     )
     cpu_threads: int | None = knob(
         None,
@@ -447,9 +488,25 @@ class TrainerConfig:
     flash_attn: bool = knob(False, "Use flash attention (flash-attn) in the models.")
     disable_fast_tokenizer: bool = knob(False, "Load the slow (Python) tokenizer.")
     update_ref_every_epoch: bool = knob(False, "Copy the policy weights into the ref model after each epoch.")
+    warm_start: bool = knob(
+        False,
+        "main_base: before the first RL step, fine-tune the policy on sft.train_data (the sft block) in the same job; "
+        "RL then starts from the warm-started policy, with a new optimizer (docs/sft.md).",
+    )
+    warm_start_reference: str = knob(
+        "warm_start",
+        "The KL reference after a warm start: 'warm_start' (the warm-started policy; with LoRA the warm-start adapter "
+        "is folded into the base weights and RL trains a fresh one) or 'base' (the model before it; with LoRA RL "
+        "trains on the warm-start adapter).",
+    )
     project_name: str = knob("skyrl", "Project name for trackers and the default S3 prefix.")
     run_name: str = knob("test_run", "Run name for trackers, S3 prefixes and dumps.")
-    logger: str | list[str] = knob("console", "Tracking backends: one or a list of console, jsonl, tensorboard, wandb.")
+    logger: str | list[str] = knob(
+        "console",
+        "Tracking backends: one or a list of console, jsonl, tensorboard, wandb, mlflow (MLFLOW_TRACKING_URI, else a "
+        "file store in export_path/mlruns). export_path/metrics.jsonl, which the run report reads, is written whatever "
+        "this lists; W&B and MLflow runs resume with the checkpoint.",
+    )
     dump_data_batch: bool = knob(False, "Dump each training batch to export_path for debugging.")
     dump_eval_results: bool = knob(True, "Dump eval trajectories as JSONL per data source.")
     rope_scaling: dict[str, Any] | None = knob(None, "RoPE scaling dict set on the model config; null = model's own.")
@@ -473,8 +530,8 @@ class TrainerConfig:
         return self.needs_ref and self.policy.model.lora.rank == 0
 
     def training_dtype(self, device: "torch.device | str") -> "torch.dtype":
-        """The dtype a single-process model loads and trains in on `device`: `bf16` when set, else bf16 on CUDA and
-        fp32 on the CPU (`utils.device.training_dtype`)."""
+        """The dtype a single-process model loads and trains its weights in on `device`: bf16 on CUDA when `bf16` is
+        true or unset, else fp32 (bf16 on the CPU is autocast over fp32 weights; `utils.device.precision`)."""
         return training_dtype(self.bf16, device)
 
 
@@ -488,7 +545,7 @@ class ChatTemplateConfig:
 
 
 @dataclass
-class GeneratorConfig:
+class GeneratorConfig(AddedKeys):
     model_name: str = knob(
         "${trainer.policy.model.path}",
         "The `model` name requests to remote engines carry (their served model name); defaults to the policy path.",
@@ -515,7 +572,12 @@ class GeneratorConfig:
     inference_engine_expert_parallel_size: int = knob(1, "Expert parallelism inside each engine.")
     inference_engine_data_parallel_size: int = knob(1, "Data parallelism inside each engine.")
     async_engine: bool = knob(True, "Use the async engine API (needed by multi-turn agent loops).")
-    batched: bool = knob(False, "Generate the whole batch in one call (single-turn only).")
+    batched: bool = knob(
+        False,
+        "Upstream's batched mode: single-turn trajectories (generator.max_turns=1) whose reward is one float per "
+        "response (on its last token in training) instead of a list per token; the engine batches the requests either "
+        "way.",
+    )
     vllm_v1_disable_multiproc: bool = knob(
         True, "Upstream sets VLLM_ENABLE_V1_MULTIPROCESSING=0 with it; vLLM's async engine ignores that variable."
     )
@@ -537,6 +599,16 @@ class GeneratorConfig:
     )
     max_num_seqs: int = knob(1024, "Max concurrent sequences per engine.")
     remote_inference_engine_urls: list[str] = knob(["127.0.0.1:8001"], "host:port of remote engines.")
+    remote_inference_engine_api_key: str | None = knob(
+        None,
+        "Secret sent as `Authorization: Bearer` with generation requests to remote engines (their --api-key); "
+        "e.g. '${oc.env:SKYRL_API_KEY}'. Redacted in logs.",
+    )
+    remote_inference_engine_control_token: str | None = knob(
+        None,
+        "Secret sent with control calls (sleep, weight sync) to remote engines: their --control-token "
+        "(python -m skyrl_train.serve --enable-control); e.g. '${oc.env:SKYRL_CONTROL_TOKEN}'. Redacted in logs.",
+    )
     engine_init_kwargs: dict[str, Any] = knob(
         {}, "Extra vLLM AsyncEngineArgs, applied last (e.g. max_model_len, kv_cache_memory_bytes)."
     )
@@ -546,6 +618,11 @@ class GeneratorConfig:
     enable_http_endpoint: bool = knob(False, "Serve an OpenAI-compatible HTTP endpoint over the engines.")
     http_endpoint_host: str = knob("127.0.0.1", "Host of the HTTP endpoint.")
     http_endpoint_port: int = knob(8000, "Port of the HTTP endpoint.")
+    http_endpoint_api_key: str | None = knob(
+        None,
+        "Secret the HTTP endpoint's OpenAI routes need as `Authorization: Bearer` (401 without); null = open. "
+        "Redacted in logs.",
+    )
     served_model_name: str | None = knob(None, "Model name the HTTP endpoint answers to; null = model_name.")
     n_samples_per_prompt: int = knob(5, "Trajectories per prompt in training (the GRPO group size).")
     max_input_length: int = knob("${trainer.max_prompt_length}", "Max tokens of the whole running context per turn.")
@@ -576,6 +653,7 @@ class GeneratorConfig:
     eval_n_samples_per_prompt: int = knob(1, "Trajectories per prompt in eval (the n of pass@n).")
     trajectory_timeout_seconds: float = knob(900, "Wall-clock limit per trajectory; 0 = no limit.")
     inject_context_status: bool = knob(False, "Append '[Context: N/M tokens (P%), Turn t/T]' to observations.")
+    extra: dict[str, Any] = knob({}, ADDED_KEYS_HELP)
 
 
 # ---------------------------------------------------------------------------------------- environment
@@ -616,6 +694,52 @@ class EnvironmentConfig:
     skyrl_gym: SkyRLGymConfig = section(SkyRLGymConfig, "skyrl-gym settings and per-env config blocks.")
 
 
+# ------------------------------------------------------------------------------------------------ sft
+
+
+@dataclass
+class SFTConfig:
+    """Supervised fine-tuning on conversations (main_sft, and trainer.warm_start); the model, optimizer, strategy,
+    checkpoints, logging and intervals are the trainer section's keys."""
+
+    train_data: list[str] = knob(
+        [],
+        "Conversations to fine-tune on: .jsonl/.json/.parquet paths or HF ids, rows with a chat `messages` list or "
+        "TRL's `prompt` and `completion` lists (assistant tool_calls and OpenAI's `weight`, tool messages, optional "
+        "per-row tools; docs/sft.md); empty = no SFT.",
+    )
+    eval_data: list[str] = knob(
+        [],
+        "Conversations whose loss and top-1 token accuracy are measured: main_sft every trainer.eval_interval steps "
+        "and after the last; a warm start after its last step. Empty = none.",
+    )
+    messages_key: str = knob("messages", "Row field holding the conversation.")
+    tools_key: str = knob(
+        "tools", "Row field holding the row's tool schemas, rendered by a chat template that takes tools."
+    )
+    max_length: int = knob(2048, "Most tokens of one conversation, prompt included.")
+    truncation: str = knob(
+        "error",
+        "A conversation longer than max_length: 'error' (refused before training, naming the file and row) or "
+        "'truncate' (its first max_length tokens are trained on, counted in sft/truncated_rows).",
+    )
+    train_on_what: str = knob(
+        "all_assistant_messages",
+        "Assistant turns in the loss: 'all_assistant_messages' or 'last_assistant_message' (upstream's default); "
+        "every other token is context only.",
+    )
+    num_steps: int | None = knob(None, "Optimizer steps; null = num_epochs passes over train_data.")
+    num_epochs: int = knob(
+        1, "Passes over train_data (the last partial batch of each is dropped) when num_steps is null."
+    )
+    batch_size: int = knob(
+        8, "Conversations per optimizer step, in micro-batches of trainer.micro_train_batch_size_per_gpu."
+    )
+    lr: float | None = knob(
+        None, "Peak learning rate of the SFT steps; null = trainer.policy.optimizer_config.lr (its other keys apply)."
+    )
+
+
 # --------------------------------------------------------------------------------------------- root
 
 
@@ -625,6 +749,7 @@ class SkyRLConfig:
     trainer: TrainerConfig = section(TrainerConfig, "Training loop, models, algorithm, checkpoints and logging.")
     generator: GeneratorConfig = section(GeneratorConfig, "Inference engines and the agent loop.")
     environment: EnvironmentConfig = section(EnvironmentConfig, "Environments.")
+    sft: SFTConfig = section(SFTConfig, "Supervised fine-tuning on conversations (main_sft, trainer.warm_start).")
 
     def __post_init__(self) -> None:
         # Defaults such as generator.model_name are interpolations (`${trainer.policy.model.path}`);

@@ -31,6 +31,7 @@ from typing import Any
 
 from skyrl_train.config.schema import SamplingParams, SkyRLConfig, extra_keys_field
 from skyrl_train.types.sampling import ENGINE_EXTRA_SAMPLING_KEYS
+from skyrl_train.utils.redact import redact_secrets
 
 __all__ = [
     "NOT_IMPLEMENTED",
@@ -59,6 +60,7 @@ __all__ = [
     "POLICY_LOSS_KEYS",
     "LORA_ONLY_KEYS",
     "EVAL_ONLY",
+    "SFT_ONLY",
     "HTTP_ENDPOINT_ONLY",
     "SCHEDULERS_WITHOUT_WARMUP",
 ]
@@ -113,7 +115,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
         "whatever VLLM_ENABLE_V1_MULTIPROCESSING says (vLLM 0.32 reads it only in the synchronous LLMEngine)"
     ),
     "generator.async_engine": "the hf engine is always async (the agent loop needs it); a sync engine does not exist",
-    "generator.batched": "single-call batched generation is not implemented; the agent loop batches in the engine",
     "generator.chat_template.source": "custom chat templates (the re-tokenising path) are not implemented",
     "generator.chat_template.name_or_path": "custom chat templates (the re-tokenising path) are not implemented",
 }
@@ -198,8 +199,13 @@ the policy's own module, dtype and memory, and a remote server has its own setti
 VLLM_LORA_ONLY: tuple[str, ...] = ("generator.fully_sharded_loras",)
 """Read only when vLLM engines serve a LoRA adapter."""
 
-REMOTE_ENGINES_ONLY: tuple[str, ...] = ("generator.remote_inference_engine_urls", "generator.model_name")
-"""Keys only remote engines read (the server URLs, the `model` name requests carry)."""
+REMOTE_ENGINES_ONLY: tuple[str, ...] = (
+    "generator.remote_inference_engine_urls",
+    "generator.model_name",
+    "generator.remote_inference_engine_api_key",
+    "generator.remote_inference_engine_control_token",
+)
+"""Keys only remote engines read (the server URLs, the `model` name requests carry, the credentials they send)."""
 
 LOCAL_ENGINES_ONLY: tuple[str, ...] = ("generator.max_num_seqs", "generator.enable_prefix_caching")
 """Keys of engines this job starts (a remote server has its own settings)."""
@@ -238,7 +244,12 @@ ADVANTAGE_ESTIMATOR_KEYS: dict[str, tuple[str, ...]] = {
 """Which of `trainer.algorithm.{gamma, lambd, grpo_norm_by_std}` each built-in advantage estimator reads
 (`algorithms.advantages`). The trainer passes all three to every estimator, so a custom one may read any of them."""
 
-POLICY_LOSS_KEYS: dict[str, tuple[str, ...]] = {"regular": (), "dual_clip": ("clip_ratio_c",), "gspo": ()}
+POLICY_LOSS_KEYS: dict[str, tuple[str, ...]] = {
+    "regular": (),
+    "dual_clip": ("clip_ratio_c",),
+    "gspo": (),
+    "cross_entropy": (),
+}
 """Which loss-specific keys (`trainer.algorithm.clip_ratio_c`) each built-in policy loss reads
 (`algorithms.policy_losses`). A custom loss is passed the whole `trainer.algorithm` section."""
 
@@ -257,7 +268,24 @@ HTTP_ENDPOINT_ONLY: tuple[str, ...] = (
     "generator.http_endpoint_host",
     "generator.http_endpoint_port",
     "generator.served_model_name",
+    "generator.http_endpoint_api_key",
 )
+
+SFT_ONLY: tuple[str, ...] = tuple(
+    f"sft.{key}"
+    for key in (
+        "eval_data",
+        "messages_key",
+        "tools_key",
+        "max_length",
+        "truncation",
+        "train_on_what",
+        "num_steps",
+        "batch_size",
+        "lr",
+    )
+)
+"""Keys of the SFT run (main_sft, a warm start): read only when there is something to fine-tune on."""
 
 SCHEDULERS_WITHOUT_WARMUP: tuple[str, ...] = ("constant",)
 """LR schedulers that transformers' `get_scheduler` builds without `num_warmup_steps` (among those the trainer can
@@ -407,6 +435,12 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "LoRA with vLLM or remote engines only",
     ),
     Conditional(
+        ("trainer.hub_model_id",),
+        lambda cfg: cfg.trainer.push_to_hub,
+        "trainer.push_to_hub=true",
+        "only with push_to_hub",
+    ),
+    Conditional(
         KL_IN_REWARD_ONLY,
         lambda cfg: cfg.trainer.algorithm.use_kl_in_reward,
         "trainer.algorithm.use_kl_in_reward=true",
@@ -527,6 +561,19 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "eval data (data.val_data not empty)",
         "only with eval data",
     ),
+    Conditional(SFT_ONLY, lambda cfg: bool(cfg.sft.train_data), "conversations (sft.train_data not empty)", "SFT only"),
+    Conditional(
+        ("sft.num_epochs",),
+        lambda cfg: bool(cfg.sft.train_data) and cfg.sft.num_steps is None,
+        "conversations (sft.train_data not empty) and sft.num_steps=null",
+        "SFT without num_steps only",
+    ),
+    Conditional(
+        ("trainer.warm_start_reference",),
+        lambda cfg: cfg.trainer.warm_start,
+        "trainer.warm_start=true",
+        "only with warm_start",
+    ),
     Conditional(
         HTTP_ENDPOINT_ONLY,
         lambda cfg: cfg.generator.enable_http_endpoint,
@@ -558,8 +605,9 @@ def not_implemented_problems(cfg: SkyRLConfig) -> list[str]:
             for name, value in _set_away_from_default(cfg, key):
                 if name not in named:
                     named.add(name)
+                    shown = redact_secrets(value, name.split("."))
                     problems.append(
-                        f"{name}={value!r} has no effect in this config: it applies only with {group.condition}."
+                        f"{name}={shown!r} has no effect in this config: it applies only with {group.condition}."
                     )
     for key, reason in NOT_IMPLEMENTED.items():
         value, default = value_of(cfg, key), default_of(key, cfg)

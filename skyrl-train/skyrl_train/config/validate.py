@@ -21,7 +21,7 @@ from skyrl_train.config.env_blocks import env_block_problems
 from skyrl_train.config.errors import ConfigError
 from skyrl_train.config.registries import AdvantageEstimatorRegistry, PolicyLossRegistry
 from skyrl_train.config.schema import STRATEGIES, SkyRLConfig
-from skyrl_train.config.support import not_implemented_problems
+from skyrl_train.config.support import engines_receive_weights, not_implemented_problems
 from skyrl_train.utils.device import check_device_name
 
 __all__ = [
@@ -37,10 +37,13 @@ __all__ = [
     "LORA_INIT_METHODS",
     "UNDRIVEN_SCHEDULERS",
     "RESUME_MODES",
+    "SFT_TRUNCATIONS",
+    "SFT_TRAIN_ON",
+    "WARM_START_REFERENCES",
 ]
 
 BACKENDS = ("hf", "vllm")
-LOGGERS = ("console", "jsonl", "tensorboard", "wandb")
+LOGGERS = ("console", "jsonl", "tensorboard", "wandb", "mlflow")
 LOSS_REDUCTIONS = ("token_mean", "sequence_mean", "seq_mean_token_sum_norm")
 """`algorithms.reductions.LossReduction` (a test checks they are the same)."""
 KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
@@ -61,6 +64,13 @@ UNDRIVEN_SCHEDULERS = {
 """transformers LR schedulers the trainer cannot drive: it builds them with `get_scheduler(name, optimizer,
 num_warmup_steps, num_training_steps)` and calls `step()` after each optimizer step."""
 RESUME_MODES = ("none", "latest", "from_path")
+SFT_TRUNCATIONS = ("error", "truncate")
+"""`sft.truncation` (`skyrl_train.sft.encoding.Truncation`; a test checks they are the same)."""
+SFT_TRAIN_ON = ("all_assistant_messages", "last_assistant_message")
+"""`sft.train_on_what` (`skyrl_train.sft.encoding.TrainOn`; a test checks they are the same)."""
+WARM_START_REFERENCES = ("warm_start", "base")
+FOLDABLE_LORA_INITS = ("kaiming", "gaussian")
+"""LoRA inits that re-draw an adapter in place (peft's `reset_lora_parameters`), as a warm-start fold needs."""
 _REMOTE_URL = re.compile(r"(https?://)?[^\s/:]+:\d+(/v1)?/?")
 _UNSUPPORTED = {
     "trainer.strategy": {"megatron": "use fsdp2", "fsdp": "FSDP1 is not ported; use fsdp2", "deepspeed": "use fsdp2"},
@@ -68,8 +78,14 @@ _UNSUPPORTED = {
 }
 
 
-def validate_cfg(cfg: SkyRLConfig) -> None:
-    """Check every rule; raise one `ConfigError` listing all violations, else fill in the derived keys."""
+def validate_cfg(cfg: SkyRLConfig, *, check_registrations: bool = True) -> None:
+    """Check every rule; raise one `ConfigError` listing all violations, else fill in the derived keys.
+
+    `check_registrations=False` leaves the checks against what code registers (the per-env blocks of
+    `environment.skyrl_gym`, `trainer.algorithm.advantage_estimator` and `policy_loss_type`) to a later validation in
+    the process that trains: upstream's scripts may register an env or a loss in their Ray task, after the driver
+    validated.
+    """
     problems: list[str] = []
     _map_deprecated_use_tis(cfg, problems)
     _default_async_correction(cfg)
@@ -81,9 +97,11 @@ def validate_cfg(cfg: SkyRLConfig) -> None:
     _check_algorithm(cfg, problems)
     _check_trainer(cfg, problems)
     _check_fully_async(cfg, problems)
-    _check_registries(cfg, problems)
+    _check_sft(cfg, problems)
+    if check_registrations:
+        _check_registries(cfg, problems)
+        problems += env_block_problems(cfg)
     _check_schedulers(cfg, problems)
-    problems += env_block_problems(cfg)
     if problems:
         raise ConfigError(problems)
     _derive(cfg)
@@ -213,6 +231,16 @@ def _check_generator(cfg: SkyRLConfig, problems: list[str]) -> None:
                 )
     if g.backend == "vllm" and not g.async_engine and not g.batched:
         problems.append("generator.async_engine=false with generator.backend=vllm requires generator.batched=true.")
+    if g.batched and g.max_turns != 1:
+        problems.append(
+            f"generator.batched=true gives one reward per single-turn response: it needs generator.max_turns=1, got "
+            f"{g.max_turns}."
+        )
+    if g.batched and g.step_wise_trajectories:
+        problems.append(
+            "generator.batched=true (one reward per response) and generator.step_wise_trajectories=true (a row per "
+            "turn): use one or the other."
+        )
     if g.step_wise_trajectories and not g.use_conversation_multi_turn:
         problems.append(
             "generator.step_wise_trajectories=true requires generator.use_conversation_multi_turn=true: each turn is "
@@ -370,6 +398,59 @@ def _check_algorithm(cfg: SkyRLConfig, problems: list[str]) -> None:
         _at_least(problems, f"trainer.{role}.model.lora.rank", lora.rank, 0)
 
 
+def _check_sft(cfg: SkyRLConfig, problems: list[str]) -> None:
+    s, t, a = cfg.sft, cfg.trainer, cfg.trainer.algorithm
+    _one_of(problems, "sft.truncation", s.truncation, SFT_TRUNCATIONS)
+    _one_of(problems, "sft.train_on_what", s.train_on_what, SFT_TRAIN_ON)
+    _one_of(problems, "trainer.warm_start_reference", t.warm_start_reference, WARM_START_REFERENCES)
+    for key in ("max_length", "num_epochs", "batch_size"):
+        _at_least(problems, f"sft.{key}", getattr(s, key), 1)
+    if s.num_steps is not None:
+        _at_least(problems, "sft.num_steps", s.num_steps, 1)
+    if s.lr is not None and s.lr <= 0:
+        problems.append(f"sft.lr must be > 0 (or null for trainer.policy.optimizer_config.lr), got {s.lr}.")
+    dp = policy_dp_size(cfg)
+    if s.train_data and s.batch_size % dp:  # only where SFT runs (main_sft, the warm start)
+        problems.append(
+            f"sft.batch_size={s.batch_size} must be a multiple of the policy's {dp} data-parallel workers (each trains an "
+            "equal part of every batch)."
+        )
+    if t.warm_start:
+        if not s.train_data:
+            problems.append("trainer.warm_start=true needs conversations to fine-tune on: set sft.train_data.")
+        if t.distributed:
+            problems.append(
+                f"trainer.warm_start=true runs with trainer.strategy=single only (the switch from the warm start to RL "
+                f"is not implemented on {t.strategy}); run main_sft with fsdp2, then main_base from its export."
+            )
+        if not cfg.generator.use_conversation_multi_turn:
+            problems.append(
+                "trainer.warm_start=true trains on conversations tokenised as multi-turn chat, but "
+                "generator.use_conversation_multi_turn=false generates one growing assistant message: set it to true."
+            )
+        lora = t.policy.model.lora
+        if lora.rank > 0 and t.warm_start_reference == "warm_start":
+            if engines_receive_weights(cfg):
+                problems.append(
+                    "trainer.warm_start_reference=warm_start folds the LoRA warm start into the policy's base weights, "
+                    "which engines that receive only the adapter (vLLM, remote) never get: use the local hf engine "
+                    "(generator.run_engines_locally=true, generator.backend=hf) or trainer.warm_start_reference=base."
+                )
+            if lora.init_method not in FOLDABLE_LORA_INITS:
+                problems.append(
+                    f"trainer.policy.model.lora.init_method={lora.init_method!r} cannot draw the fresh adapter RL trains "
+                    f"after the warm start is folded in (trainer.warm_start_reference=warm_start): use one of "
+                    f"{_fmt(FOLDABLE_LORA_INITS)}, or trainer.warm_start_reference=base."
+                )
+    if a.policy_loss_type == "cross_entropy":
+        for key in ("use_kl_loss", "use_kl_in_reward", "use_entropy_loss"):
+            if getattr(a, key):
+                problems.append(
+                    f"trainer.algorithm.{key}=true has no effect with trainer.algorithm.policy_loss_type=cross_entropy "
+                    "(supervised: no KL or entropy term, no reward read); set it to false."
+                )
+
+
 def _check_off_policy_correction(cfg: SkyRLConfig, problems: list[str]) -> None:
     a = cfg.trainer.algorithm
     opc = a.off_policy_correction
@@ -455,6 +536,8 @@ def _check_trainer(cfg: SkyRLConfig, problems: list[str]) -> None:
         )
     if t.resume_mode == "from_path" and not t.resume_path:
         problems.append("trainer.resume_mode='from_path' requires trainer.resume_path (a global_step_N folder).")
+    if t.push_to_hub and not t.hub_model_id:
+        problems.append("trainer.push_to_hub=true requires trainer.hub_model_id (the Hub repo, e.g. 'user/name').")
     _at_least(problems, "trainer.epochs", t.epochs, 1)
     _at_least(problems, "trainer.update_epochs_per_batch", t.update_epochs_per_batch, 1)
     _at_least(problems, "trainer.max_prompt_length", t.max_prompt_length, 1)

@@ -28,8 +28,8 @@ def convert_prompts_responses_to_batch_tensors(
       zero on padding.
 
     Metadata: ``response_length`` = R. The pad id is ``tokenizer.pad_token_id`` or the int given. Raises
-    ``ValueError`` naming the sample and field when per-sample lengths disagree, and for a scalar reward on an
-    empty response (there is no token to carry it).
+    ``ValueError`` naming the sample and field when per-sample lengths disagree, and for a nonzero scalar reward on
+    an empty response (there is no token to carry it; a zero one has nothing to carry).
     """
     pad_id = _pad_id(tokenizer_or_pad_token_id)
     batch = len(prompts)
@@ -91,9 +91,10 @@ def _same_length(index: int, field: str, values: Any, response_len: int) -> Sequ
 
 def _reward_row(index: int, reward: float | Sequence[float], response_len: int) -> torch.Tensor:
     if isinstance(reward, int | float):
-        if response_len == 0:
+        if response_len == 0 and reward != 0:
             raise ValueError(f"sample {index}: rewards is a scalar but the response is empty (no token to carry it)")
         row = torch.zeros(response_len, dtype=torch.float32)
-        row[-1] = float(reward)
+        if response_len:
+            row[-1] = float(reward)
         return row
     return torch.as_tensor(_same_length(index, "rewards", reward, response_len), dtype=torch.float32)

@@ -9,6 +9,8 @@
 - ``cpu_offload`` is not offered: it only applies to GPU ranks, nothing here runs on a GPU to verify it, and the
   config refuses it (``skyrl_train.config.support``);
 - mixed precision (GPU with ``trainer.bf16`` true or unset): compute in bf16, keep fp32 parameters and reduce gradients in fp32.
+  CPU ranks in bf16 keep fp32 parameters too and compute under the workers' bf16 autocast, as the single strategy
+  does (`skyrl_train.utils.device.precision`).
 
 FSDP *averages* gradients over the ranks of the mesh (gloo has no pre-scaled sum, so the divide factor stays at its
 default). Each rank's loss is divided by the normaliser of the whole global mini-batch (see

@@ -21,6 +21,10 @@ Checkpoint folder of one model (e.g. ``global_step_N/policy/``)::
     model_optim/        DCP checkpoint: {"model": trainable weights, "optimizer": AdamW state}, sharded
     extra_state.pt      {"scheduler": LR scheduler state_dict, "rng": RNG states of each rank (list)}
     huggingface/        model config and tokenizer
+    adapter/            LoRA only: the adapter in peft's format, written by rank 0 (``PolicyWorker.save_checkpoint``)
+
+Neither is unpickled beyond plain data: ``extra_state.pt`` loads with ``weights_only=True``, the DCP folder through
+`skyrl_train.distributed.dcp_load.load_dcp`.
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from skyrl_train.distributed.dcp_load import load_dcp
 from skyrl_train.distributed.fsdp import FSDPSetup, all_gather_objects, shard_model
 from skyrl_train.models import load_causal_lm
-from skyrl_train.models.lora import apply_lora
+from skyrl_train.models.lora import ADAPTER_DIR, apply_lora
+from skyrl_train.utils.plain_data import load_plain, save_plain
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 from skyrl_train.workers.trainable import EXTRA_STATE_FILE, HF_DIR, TrainableWorker, _rng_state, _set_rng_state
 
@@ -100,7 +106,7 @@ class FSDPTrainable(TrainableWorker):
         dcp.save(self._dcp_state(), checkpoint_id=str(folder / DCP_DIR))
         rng_states = all_gather_objects(_rng_state())
         if self._rank == 0:
-            torch.save({"scheduler": self.scheduler.state_dict(), "rng": rng_states}, folder / EXTRA_STATE_FILE)
+            save_plain({"scheduler": self.scheduler.state_dict(), "rng": rng_states}, folder / EXTRA_STATE_FILE)
             self.model.config.save_pretrained(folder / HF_DIR)
             self._tokenizer().save_pretrained(folder / HF_DIR)
         dist.barrier()
@@ -110,12 +116,11 @@ class FSDPTrainable(TrainableWorker):
 
         RNG states: rank r takes the saved rank r's, or rank 0's when the checkpoint had fewer ranks.
         """
-        import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
         folder = Path(folder)
         state = self._dcp_state()
-        dcp.load(state, checkpoint_id=str(folder / DCP_DIR))
+        load_dcp(state, folder / DCP_DIR)
         set_state_dict(
             self.model,
             self.optimizer,
@@ -123,7 +128,7 @@ class FSDPTrainable(TrainableWorker):
             optim_state_dict=state["optimizer"],
             options=StateDictOptions(strict=False),  # frozen weights come from the model path
         )
-        extra = torch.load(folder / EXTRA_STATE_FILE, weights_only=False)
+        extra = load_plain(folder / EXTRA_STATE_FILE)
         self.scheduler.load_state_dict(extra["scheduler"])
         rng = extra["rng"]
         _set_rng_state(rng[self._rank] if self._rank < len(rng) else rng[0])
@@ -168,9 +173,12 @@ class FSDPPolicyWorker(PolicyWorker, FSDPTrainable):
         return model
 
     def export_hf(self, folder: str | Path) -> None:
-        """Gather the weights; rank 0 saves a plain transformers model (LoRA merged) plus the tokenizer."""
+        """Gather the weights; rank 0 saves a plain transformers model (LoRA merged) plus the tokenizer, and with LoRA
+        the adapter in peft's format in ``ADAPTER_DIR`` beside it."""
         state = _full_state_dict(self.model)
         if self._rank == 0:
+            if self.uses_lora:
+                self.write_adapter(self._trainable_only(state), Path(folder) / ADAPTER_DIR)
             model = self.unsharded_model(state)
             model = model.merge_and_unload() if self.uses_lora else model
             model.save_pretrained(folder)

@@ -25,6 +25,7 @@ from skyrl_train.storage import ManifestEntry
 from skyrl_train.storage.rank_uploads import RankUploads
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.types.weight_sync_requests import CudaIpcWeightUpdateRequest, TensorSpec
+from skyrl_train.utils.device import precision
 from skyrl_train.utils.fs import remove_tree
 from skyrl_train.weight_sync.cuda_ipc import ModuleIpcSource
 from skyrl_train.workers.builder import WorkerBuilder
@@ -33,7 +34,8 @@ __all__ = ["CriticActor", "PolicyActor", "RefActor", "model_dtype"]
 
 
 def model_dtype(trainer_config: TrainerConfig, device: str) -> torch.dtype:
-    """Weights' dtype: fp32 masters on GPU (bf16 compute comes from FSDP mixed precision); on CPU as ``single``."""
+    """Weights' dtype: fp32 masters on GPU (bf16 compute comes from FSDP mixed precision); on CPU as ``single``, fp32
+    (bf16 compute comes from autocast where `utils.device.precision` says so for the rank's own CPU)."""
     return torch.float32 if device == "cuda" else trainer_config.training_dtype(device)
 
 
@@ -48,6 +50,7 @@ class _WorkerActor(DistributedActor):
             num_training_steps=num_training_steps,
             dtype=model_dtype(trainer_config, self.device),
             device=self.device,
+            autocast_dtype=precision(trainer_config.bf16, self.device).autocast,
         )
         self._build(builder)
 
@@ -141,6 +144,12 @@ class PolicyActor(_WorkerActor):
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         return self.worker.compute_logprobs(batch, micro_batch_size)
+
+    def sft_train(self, batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        return self.worker.sft_train(batch, micro_batch_size)
+
+    def sft_eval(self, batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        return self.worker.sft_eval(batch, micro_batch_size)
 
     def compute_ref_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         if self.ref is None:

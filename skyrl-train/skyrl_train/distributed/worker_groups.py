@@ -123,6 +123,19 @@ class PolicyWorkerGroup(_TrainableGroup):
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         return self._forward("compute_logprobs", batch, micro_batch_size)
 
+    def sft_train(self, batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """``PolicyWorker.sft_train`` over the group: rank r trains the r-th equal part of ``batch``; the metrics are
+        global (every rank returns the same)."""
+        return self._run_split("sft_train", batch, micro_batch_size)
+
+    def sft_eval(self, batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """``PolicyWorker.sft_eval`` over the group, split as ``sft_train``."""
+        return self._run_split("sft_eval", batch, micro_batch_size)
+
+    def _run_split(self, method: str, batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        shards = split_rows(batch, self.world_size)
+        return self.actors.run_per_rank(method, [(shard, micro_batch_size) for shard in shards])[0]
+
     def load_checkpoint(self, folder: str | Path) -> None:
         super().load_checkpoint(folder)
         for callback in self.after_load:

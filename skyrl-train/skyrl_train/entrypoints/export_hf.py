@@ -8,10 +8,14 @@ model (the HF export under `trainer.export_path` stays on the training machine).
 a resume rebuilds it: the single-process strategy's policy worker, on this machine's CPU, from the run's own config
 (saved in `trainer_state.pt`: the base model `trainer.policy.model.path`, LoRA settings, `bf16`), its weights loaded (`load_checkpoint` for a single-process
 checkpoint; for an fsdp2 one, the trainable weights of its DCP shards, reassembled in this one process), then
-`export_hf` (LoRA merged, with the tokenizer). The base model must be reachable here as it was for training.
+`export_hf` (LoRA merged, with the tokenizer; for a LoRA policy also its PEFT adapter in `OUT_DIR/adapter/`, which
+`PeftModel.from_pretrained(base, OUT_DIR/adapter)` loads). The base model must be reachable here as it was for training.
 
 An `s3://` source is downloaded first, every file checked against the step's MANIFEST.json (endpoint from
-AWS_ENDPOINT_URL, credentials from boto3's chain), into a temporary folder beside OUT_DIR, removed afterwards.
+AWS_ENDPOINT_URL, credentials from boto3's chain), into a temporary folder beside OUT_DIR, removed afterwards;
+nothing is loaded before every file matches. Whoever can write the bucket can also rewrite the manifest, so every
+file is then read as plain data only (`skyrl_train.utils.plain_data`, `skyrl_train.distributed.dcp_load`): a
+checkpoint holding any other object is refused, naming the file, and nothing in it runs.
 """
 
 from __future__ import annotations
@@ -24,16 +28,17 @@ import tempfile
 from pathlib import Path
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
 from skyrl_train.checkpoints.manager import CheckpointError, parse_step
 from skyrl_train.config import ConfigError, SkyRLConfig, build_config
+from skyrl_train.distributed.dcp_load import load_dcp
 from skyrl_train.distributed.fsdp_workers import DCP_DIR
 from skyrl_train.storage import S3StorageError, S3Store, make_s3_client
 from skyrl_train.storage.rank_uploads import RankUploads
 from skyrl_train.strategies import SingleProcess
 from skyrl_train.trainer import TRAINER_STATE_FILE
+from skyrl_train.utils.plain_data import NotPlainDataError, load_plain
 from skyrl_train.workers.trainable import MODEL_FILE
 
 logger = logging.getLogger(__name__)
@@ -46,7 +51,7 @@ def checkpoint_config(step_dir: Path) -> SkyRLConfig:
     state_file = step_dir / TRAINER_STATE_FILE
     if not state_file.is_file():
         raise CheckpointError(f"{step_dir} is not a checkpoint folder: it has no {TRAINER_STATE_FILE}")
-    state = torch.load(state_file, weights_only=False)
+    state = load_plain(state_file)
     if "config" not in state:
         raise CheckpointError(f"{state_file} holds no 'config': cannot tell which model the checkpoint belongs to")
     try:
@@ -56,7 +61,8 @@ def checkpoint_config(step_dir: Path) -> SkyRLConfig:
 
 
 def export_checkpoint(step_dir: str | os.PathLike, output: str | os.PathLike) -> Path:
-    """Write checkpoint `step_dir`'s policy to `output` as a transformers model folder (LoRA merged); returns it."""
+    """Write checkpoint `step_dir`'s policy to `output` as a transformers model folder (LoRA merged, its PEFT adapter
+    in `output/adapter/`); returns it."""
     step_dir, output = Path(step_dir).expanduser(), Path(output).expanduser()
     cfg = checkpoint_config(step_dir)
     policy_dir = step_dir / POLICY_DIR
@@ -69,8 +75,8 @@ def export_checkpoint(step_dir: str | os.PathLike, output: str | os.PathLike) ->
             )
         raise CheckpointError(f"{policy_dir} holds neither {MODEL_FILE} (single) nor {DCP_DIR}/ (fsdp2)")
     t = cfg.trainer
-    # On the CPU, whatever device the run trained on; in bf16 only when the run asked for it (an unset trainer.bf16
-    # exports fp32: lossless for bf16).
+    # On the CPU, whatever device the run trained on, in the weights' dtype there: fp32 (bf16 on the CPU is autocast
+    # over fp32 weights, `utils.device.precision`), lossless for a run that trained bf16 weights on a GPU.
     t.device = "cpu"
     policy = SingleProcess(cfg).worker_builder(num_training_steps=None).policy()
     try:
@@ -90,7 +96,7 @@ def _load_sharded_weights(model: torch.nn.Module, dcp_dir: Path) -> None:
     reassembles the shards); the optimizer state it also holds is not read."""
     weights = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
     state = {"model": weights}
-    dcp.load(state, checkpoint_id=str(dcp_dir))  # reads only the keys `state` asks for
+    load_dcp(state, dcp_dir)  # reads only the keys `state` asks for
     model.load_state_dict(state["model"], strict=False)  # the frozen weights are the base model's
 
 
@@ -123,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             path = export_from_s3(args.checkpoint, args.output)
         else:
             path = export_checkpoint(args.checkpoint, args.output)
-    except CheckpointError as exc:
+    except (CheckpointError, NotPlainDataError) as exc:
         print(f"export_hf: error: {exc}", file=sys.stderr)
         return 1
     print(f"exported {args.checkpoint} to {path}")

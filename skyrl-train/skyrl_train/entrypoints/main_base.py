@@ -6,8 +6,11 @@ config's nesting) and Hydra-style overrides (`key=value`, `+key=value`, `~key`) 
 `skyrl-train/docs/config_reference.md`. An invalid config exits with status 2 and every problem, by key (and preset
 file), on stderr. The run logs, once, every key that differs from the base config and which preset or override set it.
 
-To customise a run, subclass `BasePPOExp` and override its `get_*` hooks (as with upstream SkyRL).
-Environments declared by installed packages (entry-point group `skyrl_gym.envs`) need no custom main.
+To customise a run, subclass `BasePPOExp` and override its `get_*` hooks. Upstream SkyRL's own scripts run
+unchanged: `@hydra.main(config_path=config_dir, config_name="ppo_base_config")`, `validate_cfg(cfg)` on hydra's
+DictConfig, `skyrl_train.utils.initialize_ray(cfg)` and a `@ray.remote` task that runs `BasePPOExp(cfg)` (or a subclass
+overriding upstream's hooks with their signatures); see `skyrl-train/docs/extending.md`. Environments declared by
+installed packages (entry-point group `skyrl_gym.envs`) need no custom main.
 
 Before the model loads, every env named by the data is resolved and initialised on a few rows of each data
 source (`skyrl_train.preflight`): an unknown env id, a row the env cannot read or a missing file in an env config
@@ -18,49 +21,89 @@ stops the run there (exit status 1) with the env, file and row. During training,
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from skyrl_train.checkpoints import CheckpointError, CheckpointManager, ResumeMode
 from skyrl_train.config import (
+    CONFIG_DIR,
     ConfigError,
     SkyRLConfig,
+    added_keys,
+    build_config,
     config_changes,
     format_config_changes,
     resolve_config,
     split_cli_args,
 )
-from skyrl_train.dataset import PromptDataLoader, PromptDataset
+from skyrl_train.config import validate_cfg as validate_typed_cfg
+from skyrl_train.dataset import DatasetValidationError, PromptDataLoader, PromptDataset
+from skyrl_train.entrypoints.ray_task import configure_logging
 from skyrl_train.fully_async_trainer import FullyAsyncPPOTrainer
+from skyrl_train.generators.base import GeneratorInterface
 from skyrl_train.generators.skyrl_gym_generator import SkyRLGymGenerator
 from skyrl_train.inference_engines.base import InferenceEngineInterface
 from skyrl_train.models import load_tokenizer
+from skyrl_train.models.hub import HubPushError, check_hub_access
 from skyrl_train.preflight import PreflightError, check_envs
 from skyrl_train.storage import BackgroundUploader, EvalDumpUploader, S3CheckpointSink, S3Settings
 from skyrl_train.strategies import strategy_for
 from skyrl_train.tracking import Tracking
 from skyrl_train.trainer import InfraFailureError, PPOTrainer
+from skyrl_train.trainer_parts import TrainerParts, building_trainer
+from skyrl_train.trainer_parts import current as current_trainer_parts
+from skyrl_train.utils.plain_data import NotPlainDataError
+from skyrl_train.utils.redact import redact_secrets
 from skyrl_train.workers.protocols import Critic, Policy, Reference, Workers
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from skyrl_train.serve import PolicyEndpoint
     from skyrl_train.weight_sync import WeightSyncSender
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["BasePPOExp", "config_dir", "main", "run", "run_cli", "validate_cfg"]
+
+config_dir = str(CONFIG_DIR)
+"""The folder of `ppo_base_config.yaml`, for upstream's `@hydra.main(config_path=config_dir,
+config_name="ppo_base_config")`."""
+
+
+def validate_cfg(cfg: SkyRLConfig | DictConfig | Mapping[str, Any]) -> SkyRLConfig:
+    """Upstream's `validate_cfg`: the typed config of `cfg` (e.g. hydra's DictConfig), checked by this fork's rules
+    (`skyrl_train.config.validate_cfg`); raises one `ConfigError` naming every bad key. A `SkyRLConfig` is validated
+    in place. What is checked against the registries (env blocks, estimator and loss names) is left to
+    `BasePPOExp(cfg)`: upstream's scripts may register an env or a loss in their Ray task, after this runs."""
+    typed = cfg if isinstance(cfg, SkyRLConfig) else build_config(cfg)
+    validate_typed_cfg(typed, check_registrations=False)
+    return typed
+
 
 class BasePPOExp:
-    """Builds every part of a run from the config, then trains. Each `get_*` method is an extension hook."""
+    """Builds every part of a run from the config, then trains. Each `get_*` method is an extension hook; those
+    upstream SkyRL has take its arguments (`get_generator(cfg, tokenizer, inference_engine_client)`, `get_trainer`).
 
-    def __init__(self, cfg: SkyRLConfig):
+    `cfg` is a validated `SkyRLConfig`, or upstream's DictConfig (hydra's), which is typed and validated here (against
+    the envs, estimators and losses registered by now). `tokenizer`, `train_dataset` and `eval_dataset` are built
+    by their `get_*` hook on first use."""
+
+    def __init__(self, cfg: SkyRLConfig | DictConfig | Mapping[str, Any]):
+        if not isinstance(cfg, SkyRLConfig):
+            cfg = build_config(cfg)
+            validate_typed_cfg(cfg)
         self.cfg = cfg
+        _log_added_keys(cfg)
         self.export_path = Path(cfg.trainer.export_path).expanduser()
         self.s3 = S3Settings.from_trainer_config(cfg.trainer)
         self.uploader = BackgroundUploader(self.s3.flush_timeout_seconds) if self.s3 is not None else None
@@ -70,12 +113,31 @@ class BasePPOExp:
         self.strategy = strategy_for(cfg, s3=self.s3, checkpoints=uses_checkpoints)
         """How `trainer.strategy` builds and releases the workers, and the device and dtype of this process's models
         (`skyrl_train.strategies`)."""
+        self._resources = contextlib.ExitStack()
+        """What `_setup_trainer` built that `run` releases when it ends (the workers, the tracker)."""
 
-    def get_tokenizer(self):
-        return load_tokenizer(self.cfg.trainer.policy.model.path)
+    @functools.cached_property
+    def tokenizer(self):
+        return self.get_tokenizer()
 
-    def get_train_dataset(self, tokenizer) -> PromptDataset:
-        return PromptDataset(self.cfg.data.train_data, tokenizer, self.cfg.trainer.max_prompt_length)
+    @functools.cached_property
+    def train_dataset(self) -> PromptDataset:
+        return self.get_train_dataset()
+
+    @functools.cached_property
+    def eval_dataset(self) -> PromptDataset | None:
+        return self.get_eval_dataset()
+
+    def get_tokenizer(self, padding_side: str | None = None):
+        """The policy's tokenizer, with a pad token; `padding_side` (upstream's argument) sets its padding side, which
+        otherwise stays as loaded."""
+        tokenizer = load_tokenizer(self.cfg.trainer.policy.model.path)
+        if padding_side is not None:
+            tokenizer.padding_side = padding_side
+        return tokenizer
+
+    def get_train_dataset(self) -> PromptDataset:
+        return PromptDataset(self.cfg.data.train_data, self.tokenizer, self.cfg.trainer.max_prompt_length)
 
     def get_train_loader(self, dataset: PromptDataset) -> PromptDataLoader:
         """Shuffled batches of `trainer.train_batch_size` prompts, balanced over `data.balance_by` when it is set."""
@@ -83,10 +145,10 @@ class BasePPOExp:
         groups = dataset.column(balance_by) if balance_by else None
         return PromptDataLoader(dataset, t.train_batch_size, seed=t.seed, groups=groups)
 
-    def get_eval_dataset(self, tokenizer) -> PromptDataset | None:
+    def get_eval_dataset(self) -> PromptDataset | None:
         if not self.cfg.data.val_data or self.cfg.trainer.eval_interval <= 0:
             return None
-        return PromptDataset(self.cfg.data.val_data, tokenizer, self.cfg.trainer.max_prompt_length)
+        return PromptDataset(self.cfg.data.val_data, self.tokenizer, self.cfg.trainer.max_prompt_length)
 
     def get_tracker(self) -> Tracking:
         t = self.cfg.trainer
@@ -108,26 +170,31 @@ class BasePPOExp:
         return EvalDumpUploader(self.s3, self.uploader) if self.s3 is not None else None
 
     def preflight(self, train_dataset: PromptDataset | None, eval_dataset: PromptDataset | None) -> None:
-        """Checks that need no model, run before it loads (`skyrl_train.preflight.check_envs`)."""
+        """Checks that need no model, run before it loads (`skyrl_train.preflight.check_envs`; with
+        `trainer.push_to_hub`, `skyrl_train.models.hub.check_hub_access`)."""
         for line in check_envs(self.cfg, {"data.train_data": train_dataset, "data.val_data": eval_dataset}):
             logger.info("preflight: %s", line)
+        if self.cfg.trainer.push_to_hub:
+            logger.info("preflight: exports push to %s", check_hub_access(self.cfg.trainer.hub_model_id))
 
     def log_device(self) -> None:
         """Say where the models run and in which dtype, and why (`trainer.device`, `trainer.bf16`)."""
-        t = self.cfg.trainer
-        why = f"trainer.bf16={t.bf16}" if t.bf16 is not None else "trainer.bf16 unset: bf16 on CUDA, fp32 on the CPU"
         logger.info(
-            "%s run on %s (trainer.device=%s) in %s (%s)",
+            "%s run on %s (trainer.device=%s) in %s",
             self.strategy.driver_models,
             self.strategy.device,
-            t.device,
-            str(self.strategy.dtype).removeprefix("torch."),
-            why,
+            self.cfg.trainer.device,
+            self.strategy.precision.reason,
         )
 
     def get_workers(self, num_training_steps: int) -> Workers:
         """The policy, ref (or None) and critic (or None), as `trainer.strategy` builds them."""
         return self.strategy.build_workers(num_training_steps)
+
+    def get_inference_client(self) -> InferenceEngineInterface:
+        """Upstream's hook: the engine(s) rollouts come from, `get_inference_engine` over the policy a local engine
+        generates with (`_setup_trainer` builds the workers first)."""
+        return self.get_inference_engine(self._engine_policy, self.tokenizer)
 
     def get_inference_engine(self, policy, tokenizer) -> InferenceEngineInterface:
         """The engine(s) rollouts come from: remote servers (`generator.run_engines_locally=false`), local vLLM
@@ -172,6 +239,7 @@ class BasePPOExp:
             seed=self.cfg.trainer.seed,
             prefix_cache_bytes=g.prefix_cache_bytes if g.enable_prefix_caching else 0,
             num_threads=self.cfg.trainer.cpu_threads,
+            dtype=self.strategy.precision.engine_cast,
         )
 
     def make_remote_engines(self, tokenizer) -> InferenceEngineInterface:
@@ -189,6 +257,8 @@ class BasePPOExp:
                 tp_size=g.inference_engine_tensor_parallel_size,
                 pp_size=g.inference_engine_pipeline_parallel_size,
                 dp_size=g.inference_engine_data_parallel_size,
+                api_key=g.remote_inference_engine_api_key,
+                control_token=g.remote_inference_engine_control_token,
             )
             for url in g.remote_inference_engine_urls
         ]
@@ -241,9 +311,32 @@ class BasePPOExp:
         max_staleness_steps > 0`), else the synchronous `PPOTrainer`."""
         return FullyAsyncPPOTrainer if self.cfg.trainer.fully_async.max_staleness_steps > 0 else PPOTrainer
 
-    def get_generator(self, engine: InferenceEngineInterface, tokenizer) -> SkyRLGymGenerator:
-        cfg = self.cfg
-        return SkyRLGymGenerator(cfg.generator, cfg.environment.skyrl_gym, engine, tokenizer, seed=cfg.trainer.seed)
+    def get_generator(
+        self, cfg: SkyRLConfig, tokenizer, inference_engine_client: InferenceEngineInterface
+    ) -> GeneratorInterface:
+        """Upstream's hook, with its arguments: what generates the rollouts from `inference_engine_client`."""
+        return SkyRLGymGenerator(
+            cfg.generator, cfg.environment.skyrl_gym, inference_engine_client, tokenizer, seed=cfg.trainer.seed
+        )
+
+    def get_trainer(
+        self,
+        cfg: SkyRLConfig,
+        tracker: Tracking,
+        tokenizer,
+        train_dataset: PromptDataset,
+        eval_dataset: PromptDataset | None,
+        inference_engine_client: InferenceEngineInterface,
+        generator: GeneratorInterface,
+        colocate_pg: None,
+    ) -> PPOTrainer:
+        """Upstream's hook, with its arguments (`colocate_pg` is None: the strategy places the engines): the trainer
+        `run` trains with. The default is `get_trainer_class()` with the run's workers, loaders and weight sync
+        (`skyrl_train.trainer_parts`); an override may return a `RayPPOTrainer` subclass built from these arguments,
+        as upstream's scripts do."""
+        return self.get_trainer_class()(
+            cfg, tracker, tokenizer, generator=generator, **current_trainer_parts().trainer_kwargs()
+        )
 
     def get_http_endpoint(self, engine: InferenceEngineInterface, tokenizer) -> PolicyEndpoint | None:
         """The OpenAI-compatible endpoint over the live policy (`generator.enable_http_endpoint`), or None. It
@@ -259,6 +352,7 @@ class BasePPOExp:
             served_model_name=g.served_model_name or g.model_name,
             host=g.http_endpoint_host,
             port=g.http_endpoint_port,
+            api_key=g.http_endpoint_api_key,
         )
 
     def run(self) -> None:
@@ -277,55 +371,9 @@ class BasePPOExp:
         if t.cpu_threads is not None:
             torch.set_num_threads(t.cpu_threads)  # this thread's training forwards; the hf engine sets its own
         self.log_device()
-        tokenizer = self.get_tokenizer()
-        train_dataset = self.get_train_dataset(tokenizer)
-        train_loader = self.get_train_loader(train_dataset)
-        eval_dataset = self.get_eval_dataset(tokenizer)
-        eval_loader = PromptDataLoader.for_eval(eval_dataset, t.eval_batch_size) if eval_dataset else None
-        if len(train_loader) == 0:
-            raise ValueError(
-                f"data.train_data has fewer prompts than trainer.train_batch_size={t.train_batch_size} "
-                "(after prompt-length filtering): no training step would run"
-            )
-        self.preflight(train_dataset, eval_dataset)
-        optimizer_steps = len(train_loader) * t.epochs * (t.train_batch_size // t.policy_mini_batch_size)
-        policy, ref, critic = self.get_workers(optimizer_steps * t.update_epochs_per_batch)
-        try:
-            self._train(tokenizer, train_loader, eval_loader, policy, ref, critic)
-        finally:
-            self.release_workers(policy, ref, critic)
-        self.write_report()
-
-    def release_workers(self, policy: Policy, ref: Reference | None, critic: Critic | None) -> None:
-        """Free what `get_workers` holds beyond this process, on success and on any failure (with fsdp2, the Ray
-        actors and placement groups: a driver that keeps running leaves nothing reserved on the cluster)."""
-        self.strategy.release_workers(Workers(policy, ref, critic))
-
-    def _train(self, tokenizer, train_loader, eval_loader, policy, ref, critic) -> None:
-        engine_policy, refresh = self.strategy.engine_policy(policy)
-        engine = self.get_inference_engine(engine_policy, tokenizer)
-        weight_sync = self.get_weight_sync(engine, policy, refresh)
-        generator = self.get_generator(engine, tokenizer)
-        endpoint = self.get_http_endpoint(engine, tokenizer)
-        if endpoint is not None:
-            generator = endpoint.serve_during_generation(generator)
-        with self.get_tracker() as tracker:
-            trainer = self.get_trainer_class()(
-                self.cfg,
-                tracker,
-                tokenizer,
-                train_loader,
-                eval_loader,
-                generator,
-                policy,
-                ref,
-                critic,
-                sync_weights=weight_sync.sync,
-                # Local engines sleep while the trainer updates; remote servers are never colocated with it.
-                inference_engine=engine if self.cfg.generator.run_engines_locally else None,
-                checkpoints=self.get_checkpoint_manager(),
-                eval_dumps=self.get_eval_dump_uploader(),
-            )
+        with self._resources:
+            trainer = self._setup_trainer()
+            endpoint = self._endpoint
             try:
                 if endpoint is not None:
                     endpoint.start()
@@ -334,10 +382,62 @@ class BasePPOExp:
                         endpoint.served_model_name,
                         endpoint.url,
                     )
-                asyncio.run(_train_then_close(trainer, weight_sync, engine))
+                asyncio.run(_train_then_close(trainer, self._weight_sync, self._inference_client))
             finally:
                 if endpoint is not None:
                     endpoint.stop()
+        self.write_report()
+
+    def _setup_trainer(self) -> PPOTrainer:
+        """Upstream's step before training: the loaders, the env preflight, the workers, the engine and its weight
+        sync, the generator (served by the HTTP endpoint when it is on), the tracker and, from `get_trainer`, the
+        trainer. The workers and the tracker are released when `run` ends (`_resources`)."""
+        t = self.cfg.trainer
+        train_loader = self.get_train_loader(self.train_dataset)
+        eval_loader = PromptDataLoader.for_eval(self.eval_dataset, t.eval_batch_size) if self.eval_dataset else None
+        if len(train_loader) == 0:
+            raise ValueError(
+                f"data.train_data has fewer prompts than trainer.train_batch_size={t.train_batch_size} "
+                "(after prompt-length filtering): no training step would run"
+            )
+        self.preflight(self.train_dataset, self.eval_dataset)
+        optimizer_steps = len(train_loader) * t.epochs * (t.train_batch_size // t.policy_mini_batch_size)
+        workers = Workers(*self.get_workers(optimizer_steps * t.update_epochs_per_batch))
+        self._resources.callback(self.release_workers, *workers)
+        self._engine_policy, refresh = self.strategy.engine_policy(workers.policy)
+        self._inference_client = self.get_inference_client()
+        self._weight_sync = self.get_weight_sync(self._inference_client, workers.policy, refresh)
+        generator = self.get_generator(self.cfg, self.tokenizer, self._inference_client)
+        self._endpoint = self.get_http_endpoint(self._inference_client, self.tokenizer)
+        if self._endpoint is not None:
+            generator = self._endpoint.serve_during_generation(generator)
+        tracker = self._resources.enter_context(self.get_tracker())
+        parts = TrainerParts(
+            train_loader,
+            eval_loader,
+            workers,
+            self._weight_sync.sync,
+            # Local engines sleep while the trainer updates; remote servers are never colocated with it.
+            self._inference_client if self.cfg.generator.run_engines_locally else None,
+            self.get_checkpoint_manager(),
+            self.get_eval_dump_uploader(),
+        )
+        with building_trainer(parts):
+            return self.get_trainer(
+                cfg=self.cfg,
+                tracker=tracker,
+                tokenizer=self.tokenizer,
+                train_dataset=self.train_dataset,
+                eval_dataset=self.eval_dataset,
+                inference_engine_client=self._inference_client,
+                generator=generator,
+                colocate_pg=None,
+            )
+
+    def release_workers(self, policy: Policy, ref: Reference | None, critic: Critic | None) -> None:
+        """Free what `get_workers` holds beyond this process, on success and on any failure (with fsdp2, the Ray
+        actors and placement groups: a driver that keeps running leaves nothing reserved on the cluster)."""
+        self.strategy.release_workers(Workers(policy, ref, critic))
 
     def write_report(self) -> None:
         metrics_file = self.export_path / "metrics.jsonl"
@@ -360,6 +460,15 @@ async def _train_then_close(trainer: PPOTrainer, weight_sync: WeightSyncSender, 
         await engine.teardown()
 
 
+def _log_added_keys(cfg: SkyRLConfig) -> None:
+    for key, value in added_keys(cfg).items():
+        logger.warning(
+            "%s=%r was added with `+`: only custom code reads it, nothing in skyrl_train (docs/extending.md)",
+            key,
+            redact_secrets(value, key.split(".")),
+        )
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -379,8 +488,9 @@ def main(argv: list[str] | None = None) -> int:
 def run_cli(argv: list[str] | None, doc: str, job: Callable[[SkyRLConfig], object]) -> int:
     """The entrypoints' command line: `-h` prints `doc`; the `--config` presets and overrides in `argv` (default:
     sys.argv[1:]) are loaded and validated (exit 2 naming every bad key), the config's difference from the base is
-    logged, then `job(cfg)` runs (exit 1 when a preflight, the infrastructure-failure check or a checkpoint problem
-    stops it, with the reason on stderr)."""
+    logged, then `job(cfg)` runs (exit 1 when a preflight, the infrastructure-failure check, a checkpoint problem,
+    a Hub push or bad rows of the SFT data stop it, with the reason on stderr; exit 2 for a rule of the job's own on
+    the config)."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["-h"], ["--help"]):
         print(doc)
@@ -391,11 +501,21 @@ def run_cli(argv: list[str] | None, doc: str, job: Callable[[SkyRLConfig], objec
     except ConfigError as e:
         print(f"Invalid config: {e}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     logger.info("%s", format_config_changes(config_changes(loaded)))
     try:
         job(loaded.cfg)
-    except (PreflightError, InfraFailureError, CheckpointError) as e:
+    except ConfigError as e:  # a rule of the job's own, e.g. main_sft's data
+        print(f"Invalid config: {e}", file=sys.stderr)
+        return 2
+    except (
+        PreflightError,
+        InfraFailureError,
+        CheckpointError,
+        NotPlainDataError,
+        HubPushError,
+        DatasetValidationError,
+    ) as e:
         print(f"Stopped: {e}", file=sys.stderr)
         return 1
     return 0

@@ -31,10 +31,10 @@ EVAL_ONLY_DIR = "eval_only"
 class EvalOnlyEntrypoint(BasePPOExp):
     """`BasePPOExp` without training: no train data, no workers, one eval. Its `get_*` hooks apply as in training."""
 
-    def get_eval_dataset(self, tokenizer) -> PromptDataset:
+    def get_eval_dataset(self) -> PromptDataset:
         if not self.cfg.data.val_data:
             raise ValueError("data.val_data is empty: there is nothing to evaluate")
-        return PromptDataset(self.cfg.data.val_data, tokenizer, self.cfg.trainer.max_prompt_length)
+        return PromptDataset(self.cfg.data.val_data, self.tokenizer, self.cfg.trainer.max_prompt_length)
 
     def run(self) -> dict[str, float]:
         """Run the eval once; returns its metrics. S3 uploads are flushed before it returns."""
@@ -46,18 +46,20 @@ class EvalOnlyEntrypoint(BasePPOExp):
 
     def _evaluate(self) -> dict[str, float]:
         t = self.cfg.trainer
-        tokenizer = self.get_tokenizer()
-        dataset = self.get_eval_dataset(tokenizer)
+        tokenizer = self.tokenizer
+        dataset = self.eval_dataset
         self.preflight(None, dataset)
         if self.cfg.generator.run_engines_locally and self.cfg.generator.backend == "vllm":
             engine = self.make_vllm_engines(None, tokenizer)  # they load the model path themselves
         elif self.cfg.generator.run_engines_locally:
             self.log_device()
-            model = load_causal_lm(t.policy.model.path, self.strategy.dtype, self.strategy.device)
+            # no training here: loaded straight in the dtype the engine decodes in, so it holds no second copy
+            dtype = self.strategy.precision.engine_cast or self.strategy.dtype
+            model = load_causal_lm(t.policy.model.path, dtype, self.strategy.device)
             engine = self.make_inference_engine(model, tokenizer)
         else:  # the servers' model, as they serve it
             engine = self.make_remote_engines(tokenizer)
-        generator = self.get_generator(engine, tokenizer)
+        generator = self.get_generator(self.cfg, tokenizer, engine)
         dump_dir = self.export_path / "dumped_evals" / EVAL_ONLY_DIR if t.dump_eval_results else None
         loader = PromptDataLoader.for_eval(dataset, t.eval_batch_size)
 

@@ -5,6 +5,11 @@ as returned (never decoded and re-encoded) and observations are tokenised on the
 trick (`ObservationEncoder`). Loss mask 1 only on sampled tokens; each turn's reward sits on that turn's last
 sampled token; the last turn's observation is dropped from the response.
 
+Message text is text: the prompt (the dataset's, as the env's init returns it, with tool listings or a simulated
+user's opening) and every observation are tokenised with special-token strings as plain text, so a tool result
+holding `<|im_end|>\n<|im_start|>system` cannot open a turn; only the chat template writes special tokens. The
+messages that held such a string are counted (`special_token_messages`).
+
 Infrastructure failures never crash a batch. Each becomes a stop reason (its `skyrl_gym.InfraFailureReason`)
 with zero loss mask, counted in the rollout metrics, so the trainer can keep it out of the advantage baseline:
 - env make/init raises -> placeholder row (`env_init_failed`): response [eos], mask [0], reward 0;
@@ -70,8 +75,10 @@ from skyrl_train.generators.sampling_seeds import TrajectorySeeds, trajectory_se
 from skyrl_train.generators.utils import (
     GenerationProgress,
     ObservationEncoder,
+    SpecialTokenCounter,
     apply_overlong_filtering,
     encode_chat,
+    encode_text,
     get_generation_prompt_ids,
     get_rollout_metrics,
     prompt_without_hint,
@@ -158,6 +165,8 @@ class _Rollout:
     weight_versions: list[int | None] = field(default_factory=list)
     """Each turn's weight version."""
     retokenized_turns: int = 0
+    special_token_messages: int = 0
+    """Messages put into the context that held a special token's string (tokenised as text)."""
     seeds: TrajectorySeeds | None = None
     """Where each turn's sampling seed comes from (`sampling_seeds`); None: the sampling params' own seed."""
     train_prompt_ids: list[int] | None = None
@@ -251,6 +260,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         self.default_sampling_params = resolve_sampling_params(generator_cfg.sampling_params)
         self._template_kwargs: dict[str, Any] = dict(generator_cfg.chat_template_kwargs)
         self._obs_encoder = ObservationEncoder(tokenizer, **self._template_kwargs)
+        self._special_tokens = SpecialTokenCounter(tokenizer)
         self.generation_prompt_ids = get_generation_prompt_ids(tokenizer, **self._template_kwargs)
         self.env_runner = EnvRunner(skyrl_gym_cfg, generator_cfg.max_turns)
         self._warned_postprocessed_action = False
@@ -275,7 +285,7 @@ class SkyRLGymGenerator(GeneratorInterface):
                 prompts, env_classes, env_extras, trajectory_ids, seeds, strict=True
             )
         ]
-        progress = GenerationProgress(len(tasks), _progress_label(input_batch.get("batch_metadata")))
+        progress = GenerationProgress(len(tasks), _progress_label(input_batch.get("batch_metadata")), _sampled_tokens)
         for task in tasks:
             task.add_done_callback(progress.finished_one)
         try:
@@ -314,6 +324,8 @@ class SkyRLGymGenerator(GeneratorInterface):
             response_ids, stop_reasons, row_env_classes, env_metrics, is_last_step, weight_versions
         )
         rewards = [row.rewards for row in rows]
+        if self.cfg.batched:  # upstream's batched mode: one reward per (single-turn) response
+            rewards = [float(sum(reward)) for reward in rewards]
         loss_masks = [row.loss_mask for row in rows]
         if self.cfg.zero_reward_on_non_stop:
             rewards = zero_rewards_on_non_stop(rewards, stop_reasons)
@@ -359,7 +371,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             async with budget:
                 session = self.env_runner.open(env_class, env_extras)
                 init_prompt, _ = await session.init(copy.deepcopy(prompt))
-                prompt_ids = encode_chat(self.tokenizer, init_prompt, True, **self._template_kwargs)
+                prompt_ids = self._encode_prompt(init_prompt)
                 rollout = _Rollout(
                     prompt_ids,
                     list(prompt_ids),
@@ -367,6 +379,7 @@ class SkyRLGymGenerator(GeneratorInterface):
                     conversation=TrajectoryConversation(list(init_prompt)),
                     seeds=seeds,
                     train_prompt_ids=self._train_prompt_ids(init_prompt, env_extras),
+                    special_token_messages=self._special_tokens.count(init_prompt),
                 )
                 await self._run_turns(session, rollout, sampling_params, session_id)
             return self._finish(rollout, session.env.get_metrics(), rollout.reported_failure)
@@ -391,8 +404,11 @@ class SkyRLGymGenerator(GeneratorInterface):
         hint = row_hint(env_extras) if self.train_without_hints else None
         if hint is None:
             return None
-        unhinted = prompt_without_hint(init_prompt, hint)
-        return encode_chat(self.tokenizer, unhinted, True, **self._template_kwargs)
+        return self._encode_prompt(prompt_without_hint(init_prompt, hint))
+
+    def _encode_prompt(self, messages: ConversationType) -> list[int]:
+        """Prompt ids with the generation prompt; message text is tokenised as text (see the module doc)."""
+        return encode_chat(self.tokenizer, messages, True, content_as_text=True, **self._template_kwargs)
 
     async def _run_turns(
         self, session: EnvSession, rollout: _Rollout, sampling_params: SamplingParams, session_id: str | None
@@ -427,6 +443,7 @@ class SkyRLGymGenerator(GeneratorInterface):
             rollout.conversation.response += observations
             if done:
                 return
+            rollout.special_token_messages += self._special_tokens.count(observations)
             rollout.add_observation(self._observation_ids(observations))
 
     async def _generate_turn(self, rollout: _Rollout, sampling_params: SamplingParams, session_id: str | None) -> _Turn:
@@ -497,7 +514,7 @@ class SkyRLGymGenerator(GeneratorInterface):
     def _observation_ids(self, observations: ConversationType) -> list[int]:
         """Tokens appended after a turn that did not end the episode (the final observation is never used)."""
         if not self.multi_turn:
-            return [t for m in observations for t in self.tokenizer.encode(m["content"], add_special_tokens=False)]
+            return [t for m in observations for t in encode_text(self.tokenizer, m["content"])]
         if not observations:
             return list(self.generation_prompt_ids)
         return self._obs_encoder.encode(observations, add_generation_prompt=True)
@@ -518,7 +535,9 @@ class SkyRLGymGenerator(GeneratorInterface):
             )
         metrics = {
             **env_metrics,
-            **trajectory_counters(rollout.stop_reason, rollout.empty_responses, rollout.retokenized_turns),
+            **trajectory_counters(
+                rollout.stop_reason, rollout.empty_responses, rollout.retokenized_turns, rollout.special_token_messages
+            ),
         }
         if rollout.steps is not None:
             rollout.steps[-1].stop_reason = rollout.stop_reason
@@ -561,11 +580,7 @@ class SkyRLGymGenerator(GeneratorInterface):
         return response + [self.eos_token_id], loss_mask + [mask], logprobs + [logprob], rewards + [last_reward]
 
     def _placeholder(self, prompt: ConversationType, rollout: _Rollout | None, failure: InfraFailure) -> Trajectory:
-        prompt_ids = (
-            rollout.prompt_ids
-            if rollout is not None
-            else encode_chat(self.tokenizer, prompt, True, **self._template_kwargs)
-        )
+        prompt_ids = rollout.prompt_ids if rollout is not None else self._encode_prompt(prompt)
         conversation = rollout.conversation if rollout is not None else TrajectoryConversation(list(prompt))
         return self._placeholder_from_ids(prompt_ids, failure.reason.value, {}, conversation, failure)
 
@@ -592,6 +607,11 @@ def _oldest(versions: list[int | None]) -> int | None:
     return None if not versions or None in versions else min(versions)
 
 
+def _sampled_tokens(trajectory: Trajectory) -> int:
+    """Tokens the policy sampled in a trajectory (loss-masked ones; observations are not sampled)."""
+    return sum(sum(row.loss_mask) for row in trajectory.rows)
+
+
 def _progress_label(metadata: BatchMetadata | None) -> str:
     if metadata is None:
         return "generate"
@@ -605,7 +625,5 @@ def _validate_generator_cfg(cfg: GeneratorConfig) -> None:
             "generator.chat_template: custom chat templates (the re-tokenising path) are not supported; "
             "set generator.chat_template.name_or_path=null to use the tokenizer's own template"
         )
-    if cfg.batched:
-        raise NotImplementedError("generator.batched=true (single-call batched generation) is not supported")
     if cfg.step_wise_trajectories and not cfg.use_conversation_multi_turn:
         raise ValueError("generator.step_wise_trajectories=true requires generator.use_conversation_multi_turn=true")

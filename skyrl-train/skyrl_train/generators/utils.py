@@ -6,14 +6,16 @@ get it through `SkyRLGymGenerator.generate`, and custom generators should call i
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import statistics
-import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from skyrl_gym.common.config import to_plain
+from skyrl_gym.common.progress import Progress
 from skyrl_gym.common.stop_reasons import StopReason, TrajectoryStopReason
 from skyrl_gym.envs.base_text_env import ConversationType
 from skyrl_gym.metrics import aggregate_for_environment
@@ -30,6 +32,7 @@ GENERATOR_COUNTERS: dict[str, str] = {
     "user_simulator_failed": "user_simulator_failures",
     "engine_failed": "engine_failures",
     "retokenized_turns": "retokenized_turns",
+    "special_token_messages": "special_token_messages",
 }
 """Counters the generator adds to each trajectory's `env_metrics` -> the batch metric that sums them.
 They are kept apart from the env's own `get_metrics()` keys, which go through the env's aggregator."""
@@ -59,13 +62,73 @@ def resolve_sampling_params(value: SamplingParams | Mapping[str, Any] | Any) -> 
     return SamplingParams.from_mapping(to_plain(value))
 
 
-def encode_chat(tokenizer, messages: ConversationType, add_generation_prompt: bool, **template_kwargs) -> list[int]:
-    """Token ids of `messages` rendered by the tokenizer's chat template."""
+def encode_chat(
+    tokenizer,
+    messages: ConversationType,
+    add_generation_prompt: bool,
+    *,
+    content_as_text: bool = False,
+    **template_kwargs,
+) -> list[int]:
+    """Token ids of `messages` rendered by the tokenizer's chat template.
+
+    With `content_as_text`, a special token's string inside the messages (tool, web or user-simulator text) is
+    tokenised as plain text, so only the template itself writes special tokens (transformers'
+    `sanitize_control_tokens`, which also covers the non-special added tokens the template writes, such as Qwen's
+    `<tool_call>`). Messages without such a string get exactly the ids they get without it.
+    """
     return list(
         tokenizer.apply_chat_template(
-            messages, tokenize=True, add_generation_prompt=add_generation_prompt, return_dict=False, **template_kwargs
+            messages,
+            tokenize=True,
+            add_generation_prompt=add_generation_prompt,
+            return_dict=False,
+            sanitize_control_tokens=content_as_text,
+            **template_kwargs,
         )
     )
+
+
+def encode_text(tokenizer, text: str) -> list[int]:
+    """Token ids of `text` as plain text: no BOS/EOS added, and a special token's string stays text."""
+    return tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)
+
+
+class SpecialTokenCounter:
+    """Finds the strings of the tokenizer's special tokens (its added tokens marked special) in message text."""
+
+    def __init__(self, tokenizer):
+        strings = sorted({t.content for t in tokenizer.added_tokens_decoder.values() if t.special}, key=len)
+        self._pattern = re.compile("|".join(re.escape(s) for s in reversed(strings))) if strings else None
+
+    def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """How many of `messages` hold a special token's string in any of their text (content, tool-call
+        arguments, names: every string value, however nested)."""
+        return sum(self._holds(_strings_in(message, keys=False)) for message in messages)
+
+    def in_keys(self, value: Any) -> bool:
+        """Whether a mapping key nested in `value` holds a special token's string. Keys are not tokenised as text
+        (transformers' `sanitize_control_tokens` leaves them), and a template can print them (tool-call argument
+        names, a tool schema's property names)."""
+        return self._holds(_strings_in(value, keys=True))
+
+    def _holds(self, texts) -> bool:
+        return self._pattern is not None and any(self._pattern.search(text) for text in texts)
+
+
+def _strings_in(value: Any, keys: bool):
+    """The string values (`keys=False`) or the mapping keys (`keys=True`) nested in `value`."""
+    if isinstance(value, str):
+        if not keys:
+            yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if keys and isinstance(key, str):
+                yield key
+            yield from _strings_in(item, keys)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings_in(item, keys)
 
 
 def row_hint(env_extras: Mapping[str, Any] | None) -> str | None:
@@ -108,6 +171,9 @@ class ObservationEncoder:
     once and cut just after its last EOS, so the result starts with whatever the template puts between an
     end-of-turn token and the next message (SmolLM2/ChatML: "\\n<|im_start|>user\\n..."), which is what follows
     the EOS the model sampled to end its turn.
+
+    Observations are tool, web and user-simulator text: their content is tokenised as text (`encode_chat`'s
+    `content_as_text`), so a special token's string in them never becomes the special token.
     """
 
     def __init__(self, tokenizer, **template_kwargs):
@@ -119,17 +185,29 @@ class ObservationEncoder:
 
     def encode(self, messages: ConversationType, add_generation_prompt: bool) -> list[int]:
         ids = encode_chat(
-            self._tokenizer, FIXED_BASE_CONVERSATION + list(messages), add_generation_prompt, **self._template_kwargs
+            self._tokenizer,
+            FIXED_BASE_CONVERSATION + list(messages),
+            add_generation_prompt,
+            content_as_text=True,
+            **self._template_kwargs,
         )
         if ids[: len(self._base_ids)] != self._base_ids:
             raise ValueError("the chat template renders the fixed base differently when messages follow it")
         return ids[len(self._base_ids) :]
 
 
-def trajectory_counters(stop_reason: str, empty_responses: int, retokenized_turns: int = 0) -> dict[str, int]:
+def trajectory_counters(
+    stop_reason: str, empty_responses: int, retokenized_turns: int = 0, special_token_messages: int = 0
+) -> dict[str, int]:
     """The generator's counters for one trajectory (every key of `GENERATOR_COUNTERS`, always present).
-    `retokenized_turns` counts turns whose token ids a text-only engine re-encoded from text."""
-    counters = {"empty_responses": empty_responses, "retokenized_turns": retokenized_turns}
+    `retokenized_turns` counts turns whose token ids a text-only engine re-encoded from text;
+    `special_token_messages` counts messages put into the policy's context (the prompt after the env's init, then
+    observations) that held a special token's string, which was tokenised as text."""
+    counters = {
+        "empty_responses": empty_responses,
+        "retokenized_turns": retokenized_turns,
+        "special_token_messages": special_token_messages,
+    }
     counters.update({name: int(reason == stop_reason) for reason, name in FAILURE_COUNTERS.items()})
     return counters
 
@@ -169,7 +247,8 @@ def get_rollout_metrics(
     - `generate/{min,max,avg,std}_num_tokens`: response lengths of every row (observation tokens included);
     - `generate/stop_reason/<reason>`: trajectories per stop reason;
     - `generate/<counter>` and `environment/<env_class>/<counter>` for each of `GENERATOR_COUNTERS`
-      (empty_responses and retokenized_turns count turns; the failure counters count trajectories);
+      (empty_responses and retokenized_turns count turns; special_token_messages counts prompt and observation
+      messages whose special-token strings were tokenised as text; the failure counters count trajectories);
     - `environment/<env_class>/<key>`: the env class's `aggregate_metrics` over the `get_metrics()` of its
       trajectories whose env ran (infrastructure failures excluded).
 
@@ -214,18 +293,19 @@ def get_rollout_metrics(
     return metrics
 
 
-class GenerationProgress:
-    """Logs how many trajectories of a `generate` call have finished, at most every `interval_s` seconds and once
-    at the end, so a long rollout or eval phase shows progress in a plain log (not only on a terminal)."""
+class GenerationProgress(Progress):
+    """The trajectories of one `generate` call (rollouts or eval) as they finish, with the tokens they sampled: a bar
+    on a terminal, else log lines at most every `interval_s` seconds and at the end (`skyrl_gym.common.progress`).
 
-    def __init__(self, total: int, label: str, interval_s: float = 30.0, clock=time.monotonic):
-        self.total, self.label, self.interval_s, self.clock = total, label, interval_s, clock
-        self.done = 0
-        self.start = self.last_logged = clock()
+    ``tokens_of(result)`` counts the tokens a finished agent-loop task's result sampled."""
 
-    def finished_one(self, *_: Any) -> None:
-        self.done += 1
-        now = self.clock()
-        if self.done == self.total or now - self.last_logged >= self.interval_s:
-            self.last_logged = now
-            logger.info("%s: %d/%d trajectories done (%.0f s)", self.label, self.done, self.total, now - self.start)
+    def __init__(self, total: int, label: str, tokens_of: Callable[[Any], int] = lambda _: 0, **kwargs: Any):
+        super().__init__(total, label, unit="trajectory", units="trajectories", logger=logger, **kwargs)
+        self.tokens_of = tokens_of
+
+    def finished_one(self, task: asyncio.Future) -> None:
+        """A done-callback of an agent-loop task: one more trajectory (a failed or cancelled one samples none)."""
+        ok = not task.cancelled() and task.exception() is None
+        self.advance(1, tokens=self.tokens_of(task.result()) if ok else 0)
+        if self.done >= self.total:
+            self.close()

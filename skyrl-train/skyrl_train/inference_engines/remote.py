@@ -15,7 +15,12 @@ Retries: a request that cannot reach the server (connection refused or dropped, 
 service in an `InferenceEngineClient`. Other errors (a 4xx naming a bad field, a 500 from the model) are raised as is.
 
 Control calls use the routes of upstream SkyRL's server wrapper (see `skyrl_train.serve.control`); a server without
-them (404) gets an error saying so.
+them (404: also ours when started without `--enable-control`) gets an error saying so.
+
+Credentials: `api_key` goes as `Authorization: Bearer` with generation requests (a server started with `--api-key`
+needs it), `control_token` with control calls (`--control-token`). A CUDA IPC weight update is refused here: its
+handles never leave the job (`types.weight_sync_requests`), so a remote engine gets the weights by broadcast or as
+a LoRA folder.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ class RemoteInferenceEngine(InferenceEngineInterface):
         request_timeout_s: most seconds one generation request may take (None: no limit; the generator's
             trajectory timeout still applies).
         tp_size, pp_size, dp_size: the server's parallelism (its ranks in the weight-update group).
+        api_key: sent with generation requests (`--api-key` of our server, vLLM's `--api-key`); None sends none.
+        control_token: sent with control calls (our server's `--control-token`); None sends none.
     """
 
     def __init__(
@@ -78,6 +85,8 @@ class RemoteInferenceEngine(InferenceEngineInterface):
         tp_size: int = 1,
         pp_size: int = 1,
         dp_size: int = 1,
+        api_key: str | None = None,
+        control_token: str | None = None,
     ):
         self.url = server_url(url)
         self.model_name = model_name
@@ -93,6 +102,8 @@ class RemoteInferenceEngine(InferenceEngineInterface):
         self.retokenized_responses = 0
         """Responses whose token ids were re-encoded from text (the server returned no token ids)."""
         self._warned: set[str] = set()
+        self.api_key = api_key
+        self.control_token = control_token
 
     def tp_size(self) -> int:
         return self._parallel[0]
@@ -109,7 +120,8 @@ class RemoteInferenceEngine(InferenceEngineInterface):
         params = input_batch.get("sampling_params") or SamplingParams()
         prompts = self._prompt_token_ids(input_batch)
         body = completion_body(self.model_name, prompts, params)
-        choices = sorted((await self._post("/v1/completions", body))["choices"], key=lambda c: c["index"])
+        response = await self._post("/v1/completions", body, headers=_bearer(self.api_key))
+        choices = sorted(response["choices"], key=lambda c: c["index"])
         if len(choices) != len(prompts):
             raise RuntimeError(f"{self.url} answered {len(choices)} choices for {len(prompts)} prompts")
         ids, logprobs, retokenized = [], [], []
@@ -195,6 +207,10 @@ class RemoteInferenceEngine(InferenceEngineInterface):
         await self._control("/init_weight_update_communicator", info.to_json(), timeout=info.timeout_s + 30)
 
     async def update_named_weights(self, request: WeightUpdateRequest) -> None:
+        from skyrl_train.types.weight_sync_requests import NO_JSON_FORM, CudaIpcWeightUpdateRequest
+
+        if isinstance(request, CudaIpcWeightUpdateRequest):
+            raise ValueError(f"{self.url} is a remote engine: {NO_JSON_FORM}")
         await self._control("/update_weights", request.to_json(), timeout=None)
         self.weight_version = request.weight_version
 
@@ -206,12 +222,18 @@ class RemoteInferenceEngine(InferenceEngineInterface):
 
     async def _control(self, route: str, body: dict[str, Any] | None = None, timeout: float | None = 60.0) -> None:
         try:
-            await self._post(route, body or {}, timeout=timeout)
+            await self._post(route, body or {}, timeout=timeout, headers=_bearer(self.control_token))
         except httpx.HTTPStatusError as error:
             if error.response.status_code == 404:
                 raise RuntimeError(
                     f"{self.url} has no {route} route: weight sync and engine control need a server with SkyRL's "
-                    "control routes (python -m skyrl_train.serve, or vLLM behind SkyRL's server wrapper)"
+                    "control routes (python -m skyrl_train.serve --enable-control, or vLLM behind SkyRL's server "
+                    "wrapper)"
+                ) from error
+            if error.response.status_code in (401, 403):
+                raise RuntimeError(
+                    f"{self.url}{route} refused the control call ({error.response.status_code}): set "
+                    "generator.remote_inference_engine_control_token to the server's --control-token"
                 ) from error
             raise
 
@@ -267,6 +289,10 @@ def completion_body(model: str, prompts: list[list[int]], params: SamplingParams
     if params.additional_kwargs.get("ignore_eos"):
         body["ignore_eos"] = True
     return body
+
+
+def _bearer(secret: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"} if secret else {}
 
 
 def _token_logprobs(choice: dict[str, Any], n: int) -> list[float] | None:

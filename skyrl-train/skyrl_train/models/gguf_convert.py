@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from skyrl_gym.common.progress import Progress
+
 logger = logging.getLogger(__name__)
 
 # Storage dtype of converted weights. Measured on SmolLM2-135M-Instruct.Q4_1: only the 61 float32 norm vectors
@@ -121,7 +123,8 @@ def convert_gguf_to_hf(gguf_path: Path, out_dir: Path) -> None:
 
     The chat template is checked twice: the tokenizer transformers builds from the GGUF must carry the template
     stored in the file, and so must the tokenizer reloaded from ``out_dir``. The special tokens are set from the
-    GGUF metadata (`read_gguf_special_tokens`) and checked on the reloaded tokenizer likewise.
+    GGUF metadata (`read_gguf_special_tokens`) and checked on the reloaded tokenizer likewise. Its four stages
+    (tokenizer, dequantized weights, save, check) show as a progress bar on a terminal, else as log lines.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
@@ -130,22 +133,27 @@ def convert_gguf_to_hf(gguf_path: Path, out_dir: Path) -> None:
     special = read_gguf_special_tokens(gguf_path)
     source = dict(pretrained_model_name_or_path=str(gguf_path.parent), gguf_file=gguf_path.name)
 
-    tokenizer = AutoTokenizer.from_pretrained(**source)
-    _check_template(tokenizer.chat_template, expected_template, f"the tokenizer read from {gguf_path}")
-    model = AutoModelForCausalLM.from_pretrained(
-        **source, quantization_config=GgufConfig(dequantize=True), dtype=STORAGE_DTYPE
-    )
-    if getattr(model.config, "quantization_config", None) is not None:
-        raise GgufConversionError(f"{gguf_path}: weights were left quantized; expected a dense model")
-    # The GGUF tokenizer has no length limit recorded; the model's context length is the real one.
-    tokenizer.model_max_length = model.config.max_position_embeddings
-    _set_special_tokens(tokenizer, model, special)
+    with Progress(4, f"convert {gguf_path.name}", unit="stage", logger=logger) as progress:
+        tokenizer = AutoTokenizer.from_pretrained(**source)
+        _check_template(tokenizer.chat_template, expected_template, f"the tokenizer read from {gguf_path}")
+        progress.advance()
+        model = AutoModelForCausalLM.from_pretrained(
+            **source, quantization_config=GgufConfig(dequantize=True), dtype=STORAGE_DTYPE
+        )
+        if getattr(model.config, "quantization_config", None) is not None:
+            raise GgufConversionError(f"{gguf_path}: weights were left quantized; expected a dense model")
+        # The GGUF tokenizer has no length limit recorded; the model's context length is the real one.
+        tokenizer.model_max_length = model.config.max_position_embeddings
+        _set_special_tokens(tokenizer, model, special)
+        progress.advance()
 
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    reloaded = AutoTokenizer.from_pretrained(out_dir)
-    _check_template(reloaded.chat_template, expected_template, f"the tokenizer saved to {out_dir}")
-    _check_special_tokens(reloaded, special, f"the tokenizer saved to {out_dir}")
+        model.save_pretrained(out_dir)
+        tokenizer.save_pretrained(out_dir)
+        progress.advance()
+        reloaded = AutoTokenizer.from_pretrained(out_dir)
+        _check_template(reloaded.chat_template, expected_template, f"the tokenizer saved to {out_dir}")
+        _check_special_tokens(reloaded, special, f"the tokenizer saved to {out_dir}")
+        progress.advance()
 
 
 def _set_special_tokens(tokenizer, model, special: dict[str, SpecialToken | None]) -> None:

@@ -2,13 +2,23 @@
 
 `--model` is any HF folder or hub id, or a built-in alias (the default CPU model `smollm2-135m-instruct`). The
 server prints its base URL once it accepts requests; point any OpenAI client at it, e.g.
-`OpenAI(base_url="http://127.0.0.1:8000/v1", api_key=<any string>)` with `model=<--served-model-name>` (default: the
-`--model` value as given). SIGINT / SIGTERM stop it cleanly (running requests get a few seconds, then the engine
-is torn down). Only the `hf` (transformers) backend exists; other `--backend` values are refused.
+`OpenAI(base_url="http://127.0.0.1:8000/v1", api_key=<the --api-key; any string without one>)` with
+`model=<--served-model-name>` (default: the `--model` value as given). SIGINT / SIGTERM stop it cleanly (running
+requests get a few seconds, then the engine is torn down). Only the `hf` (transformers) backend exists; other
+`--backend` values are refused.
 
-Besides the OpenAI routes it has the control routes a trainer drives a remote engine with (`serve.control`: sleep /
-wake, prefix-cache reset, weight-update group and weight updates, LoRA adapters), so a training run can use it with
-`generator.run_engines_locally=false generator.remote_inference_engine_urls=[host:port]`.
+Access (`serve.access`, docs/security.md): `--api-key` (or `SKYRL_API_KEY`) makes the OpenAI routes need
+`Authorization: Bearer <key>`; the Host header must name a loopback name, an IP address, the `--host` or one of
+`--allowed-hosts`; browser origins other than the server's own need `--allowed-origins`; POST bodies must be JSON.
+
+With `--enable-control` it also has the control routes a trainer drives a remote engine with (`serve.control`: sleep
+/ wake, prefix-cache reset, weight-update group and weight updates, LoRA adapters from folders under `--lora-root`),
+each needing the control token (`SKYRL_CONTROL_TOKEN`, or `--control-token`; without one the server refuses to start,
+also on 127.0.0.1, which every user and process of the machine can reach), so a training run can use it with
+`generator.run_engines_locally=false generator.remote_inference_engine_urls=[host:port]
+generator.remote_inference_engine_control_token=...`. Without `--enable-control` those routes answer 404.
+
+Limits (`serve.limits.ServeLimits`): `--max-n`, `--max-prompts`, `--max-tokens`, `--max-body-bytes`, `--max-waiting`.
 """
 
 from __future__ import annotations
@@ -17,18 +27,32 @@ import argparse
 import contextlib
 import importlib
 import logging
+import os
 import sys
 
 import uvicorn
 
+from skyrl_train.serve.access import LOOPBACK_HOSTS, AccessPolicy
 from skyrl_train.serve.app import create_app
 from skyrl_train.serve.endpoint import GRACEFUL_SHUTDOWN_S, base_url, bind_socket
+from skyrl_train.serve.limits import ServeLimits
 from skyrl_train.serve.serving import ToolCallParser, context_length
 
 logger = logging.getLogger("skyrl_train.serve")
 
 BACKENDS = ("hf", "vllm")
 AVAILABLE_BACKENDS = ("hf",)
+API_KEY_ENV = "SKYRL_API_KEY"  # pragma: allowlist secret (a variable name)
+CONTROL_TOKEN_ENV = "SKYRL_CONTROL_TOKEN"
+_LIMIT_DEFAULTS = ServeLimits()
+_LIMIT_HELP = {
+    "max_n": "most choices (n) per request",
+    "max_prompts": "most prompts per /v1/completions request",
+    "max_tokens": "most tokens generated per choice",
+    "max_body_bytes": "largest request body (413 beyond it, before the rest is read)",
+    "max_waiting": "most requests waiting while generation is paused (sleep, weight update); one more gets 429",
+}
+"""`ServeLimits` field -> the help text of its flag (`--max-n`, ...)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +78,46 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error"), help="default: %(default)s"
     )
+    access = parser.add_argument_group("access (docs/security.md)")
+    access.add_argument(
+        "--api-key",
+        help=f"the OpenAI routes need `Authorization: Bearer <key>` (401 otherwise); default: ${API_KEY_ENV}, else "
+        "none (open). Prefer the environment variable: other users of the machine can read the command line",
+    )
+    access.add_argument(
+        "--enable-control",
+        action="store_true",
+        help="add the control routes (sleep, wake_up, weight updates, LoRA loading) a trainer drives a remote engine "
+        "with; without it they answer 404",
+    )
+    access.add_argument(
+        "--control-token",
+        help=f"the token the control routes need (401 without, 403 wrong); default: ${CONTROL_TOKEN_ENV}; required "
+        "with --enable-control",
+    )
+    access.add_argument(
+        "--lora-root",
+        help="LoRA load requests must name adapter folders under this folder (after following symlinks and ..); "
+        "default: none (refused)",
+    )
+    access.add_argument(
+        "--allowed-hosts",
+        default="",
+        help="comma-separated host names the Host header may name besides loopback names, IP addresses and --host "
+        "(421 otherwise; DNS rebinding)",
+    )
+    access.add_argument(
+        "--allowed-origins",
+        default="",
+        help="comma-separated browser origins (e.g. http://localhost:3000) allowed besides the server's own (403)",
+    )
+    limits = parser.add_argument_group("limits (a request over one is refused; docs/security.md)")
+    for name, help_text in _LIMIT_HELP.items():
+        default = getattr(_LIMIT_DEFAULTS, name)
+        shown = "%(default)s" if default is not None else "the model's context length less the prompt"
+        limits.add_argument(
+            f"--{name.replace('_', '-')}", type=int, default=default, help=f"{help_text}; default: {shown}"
+        )
     return parser
 
 
@@ -66,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             f"use --backend {' or '.join(AVAILABLE_BACKENDS)}"
         )
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    access, limits = _access_and_limits(parser, args)
     tool_call_parser = _import_parser(parser, args.tool_call_parser) if args.tool_call_parser else None
     try:
         sock = bind_socket(args.host, args.port)  # before loading the model, so a taken port fails fast
@@ -94,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         served_model_name=name,
         max_model_len=context_length(engine, tokenizer),
         tool_call_parser=tool_call_parser,
-        control_routes=True,
+        control_routes=args.enable_control,
+        access=access,
+        limits=limits,
+        lora_root=args.lora_root,
         lifespan=lifespan,
     )
     url = base_url(args.host, sock.getsockname()[1]) + "/v1"
@@ -114,6 +182,40 @@ class _AnnouncingServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             print(self.announcement, flush=True)
+
+
+def _access_and_limits(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[AccessPolicy, ServeLimits]:
+    """The access policy and limits the flags and environment ask for; exits with a usage error naming the flag."""
+    control_token = args.control_token or (os.environ.get(CONTROL_TOKEN_ENV) if args.enable_control else None)
+    if args.enable_control and not control_token:
+        parser.error(
+            f"--enable-control needs a control token: set {CONTROL_TOKEN_ENV} (or --control-token), and the same "
+            "token in the trainer's generator.remote_inference_engine_control_token"
+        )
+    for flag, value in (("--control-token", args.control_token), ("--lora-root", args.lora_root)):
+        if value and not args.enable_control:
+            parser.error(f"{flag} has no effect without --enable-control")
+    try:
+        limits = ServeLimits(**{name: getattr(args, name) for name in _LIMIT_HELP})
+    except ValueError as error:
+        parser.error(f"--{str(error).replace('_', '-')}")
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    if api_key is None and args.host not in LOOPBACK_HOSTS:
+        logger.warning(
+            "serving on %s without --api-key: anyone who can reach it can generate (set %s)", args.host, API_KEY_ENV
+        )
+    access = AccessPolicy.for_bind_host(
+        args.host,
+        api_key=api_key,
+        control_token=control_token,
+        allowed_hosts=_names(args.allowed_hosts),
+        allowed_origins=_names(args.allowed_origins),
+    )
+    return access, limits
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _import_parser(parser: argparse.ArgumentParser, spec: str) -> ToolCallParser:

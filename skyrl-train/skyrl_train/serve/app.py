@@ -2,15 +2,18 @@
 
 Routes: `GET /health` (with the weight version the engine generates with), `GET /v1/models`, `POST
 /v1/chat/completions`, `POST /v1/completions` (see `serving` for the request conventions and `protocol` for the
-accepted fields), and with `control_routes` the control routes of `control` (sleep / wake, weight sync). Every
-error, a malformed body included, comes back in OpenAI's shape `{"error": {"message", "type", "param", "code"}}`:
-400 naming the bad field, 404 for an unknown model (as OpenAI and vLLM answer), 503 while the endpoint shuts down,
-500 when generation fails.
+accepted fields), and with `control_routes` the control routes of `control` (sleep / wake, weight sync). In front of
+every route, `access.AccessGuard` checks the Host, Origin, API key / control token, content type and body size.
+Every error, a malformed body included, comes back in OpenAI's shape `{"error": {"message", "type", "param",
+"code"}}`: 400 naming the bad field or the limit it passes (`limits.ServeLimits`), 401 / 403 / 421 / 415 / 413 from
+the guard, 404 for an unknown model (as OpenAI and vLLM answer), 429 when too many requests wait, 503 while the
+endpoint shuts down, 500 (generic text; the details go to the server's log) when generation fails.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,7 +21,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from skyrl_train.inference_engines.base import InferenceEngineInterface
+from skyrl_train.serve.access import AccessGuard, AccessPolicy
 from skyrl_train.serve.gate import ServingGate
+from skyrl_train.serve.limits import ServeLimits
 from skyrl_train.serve.protocol import ChatCompletionRequest, CompletionRequest, OpenAIError
 from skyrl_train.serve.serving import OpenAIServing, ToolCallParser, cancel_on_disconnect
 
@@ -34,6 +39,9 @@ def create_app(
     tool_call_parser: ToolCallParser | None = None,
     gate: ServingGate | None = None,
     control_routes: bool = False,
+    access: AccessPolicy | None = None,
+    limits: ServeLimits | None = None,
+    lora_root: str | Path | None = None,
     lifespan=None,
 ) -> FastAPI:
     """The app serving `engine` under the model name `served_model_name`.
@@ -48,11 +56,22 @@ def create_app(
         gate: admission control for an engine shared with the trainer (see `ServingGate`); None admits always
             (with `control_routes`: an open gate that sleep and weight updates close).
         control_routes: add the routes a trainer drives a remote engine with (`control`); for a server that owns
-            its engine, never for the trainer's own endpoint.
+            its engine, never for the trainer's own endpoint. They need `access.control_token`.
+        access: who may call (`AccessPolicy`); None: `AccessPolicy()` (loopback and IP-literal hosts, no API key).
+        limits: request bounds (`ServeLimits`); None: the defaults.
+        lora_root: the folder LoRA load requests must name adapter folders under (control routes); None refuses
+            every LoRA load request.
         lifespan: FastAPI lifespan context (startup / shutdown work such as engine teardown).
+
+    Raises:
+        ValueError: `control_routes` without a control token.
     """
+    access = access or AccessPolicy()
+    limits = limits or ServeLimits()
+    if control_routes and not access.control_token:
+        raise ValueError("control routes need a control token (AccessPolicy.control_token, --control-token)")
     if control_routes and gate is None:
-        gate = ServingGate(is_open=True)
+        gate = ServingGate(is_open=True, max_waiting=limits.max_waiting)
     serving = OpenAIServing(
         engine,
         tokenizer,
@@ -60,6 +79,7 @@ def create_app(
         max_model_len=max_model_len,
         tool_call_parser=tool_call_parser,
         gate=gate,
+        limits=limits,
     )
     if serving.renderer.tool_mode == "system_message":
         logger.warning(
@@ -70,7 +90,10 @@ def create_app(
     elif serving.renderer.tool_mode == "unavailable":
         logger.warning("%s has no chat template: /v1/chat/completions answers 400", served_model_name)
 
-    app = FastAPI(title="SkyRL OpenAI-compatible server", lifespan=lifespan)
+    # No interactive docs or schema routes: nothing beyond the API is served.
+    app = FastAPI(
+        title="SkyRL OpenAI-compatible server", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
     app.state.serving = serving
 
     app.add_exception_handler(OpenAIError, _openai_error_response)
@@ -98,10 +121,13 @@ def create_app(
             return _event_stream(serving.complete_stream(body, prompts, params))
         return await cancel_on_disconnect(request.is_disconnected, serving.complete(body, prompts, params))
 
+    control_paths: tuple[str, ...] = ()
     if control_routes:
-        from skyrl_train.serve.control import add_control_routes
+        from skyrl_train.serve.control import CONTROL_PATHS, add_control_routes
 
-        add_control_routes(app, engine, gate)
+        add_control_routes(app, engine, gate, lora_root=lora_root)
+        control_paths = CONTROL_PATHS
+    app.add_middleware(AccessGuard, policy=access, control_paths=control_paths, max_body_bytes=limits.max_body_bytes)
     return app
 
 
@@ -110,7 +136,7 @@ def _event_stream(chunks) -> StreamingResponse:
 
 
 async def _openai_error_response(request: Request, error: OpenAIError) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status_code)
+    return JSONResponse(error.body(), status_code=error.status_code, headers=error.headers())
 
 
 async def _invalid_body_response(request: Request, error: RequestValidationError) -> JSONResponse:

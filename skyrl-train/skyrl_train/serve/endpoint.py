@@ -16,6 +16,7 @@ requests still running. Requests that arrive between generation phases wait for 
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -25,9 +26,12 @@ import uvicorn
 
 from skyrl_train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput
 from skyrl_train.inference_engines.base import InferenceEngineInterface
+from skyrl_train.serve.access import LOOPBACK_HOSTS, AccessPolicy
 from skyrl_train.serve.app import create_app
 from skyrl_train.serve.gate import ServingGate
 from skyrl_train.serve.serving import context_length
+
+logger = logging.getLogger(__name__)
 
 GRACEFUL_SHUTDOWN_S = 5
 """Seconds running requests get to finish when a server stops."""
@@ -87,6 +91,9 @@ class PolicyEndpoint:
         max_model_len: the policy's context length; None = `context_length(engine, tokenizer)`.
         host, port: where to listen (`port=0`: a free port).
         tool_call_parser: see `create_app`.
+        api_key: the OpenAI routes need `Authorization: Bearer <api_key>` (`generator.http_endpoint_api_key`);
+            None leaves them open. The Host header must name a loopback name, an IP address or `host`
+            (`access.AccessGuard`).
     """
 
     def __init__(
@@ -99,8 +106,16 @@ class PolicyEndpoint:
         host: str = "127.0.0.1",
         port: int = 8000,
         tool_call_parser=None,
+        api_key: str | None = None,
     ):
         self.served_model_name = served_model_name
+        self.access = AccessPolicy.for_bind_host(host, api_key=api_key)
+        if api_key is None and host not in LOOPBACK_HOSTS:
+            logger.warning(
+                "the policy endpoint listens on %s without an API key: anyone who can reach it can generate (set "
+                "generator.http_endpoint_api_key)",
+                host,
+            )
         self.gate = ServingGate(is_open=False)
         app = create_app(
             engine,
@@ -109,6 +124,7 @@ class PolicyEndpoint:
             max_model_len=max_model_len or context_length(engine, tokenizer),
             tool_call_parser=tool_call_parser,
             gate=self.gate,
+            access=self.access,
         )
         self.server = BackgroundServer(app, host, port)
 

@@ -4,7 +4,8 @@ The trainer's live-policy endpoint serves the very module the trainer optimises.
 optimizer steps would read half-updated weights, so HTTP requests are admitted only inside serving windows (the
 trainer's generation phases): outside a window they wait at the gate, and closing the gate waits for the requests
 already admitted to finish. The gate is thread-safe and loop-agnostic: requests wait on the endpoint's event loop,
-while the trainer opens and closes it from its own loop.
+while the trainer opens and closes it from its own loop. At most `max_waiting` requests wait; one more is refused
+at once with `ServingBusy`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,15 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator
 
+from skyrl_train.serve.limits import ServeLimits
+
 
 class ServingStopped(RuntimeError):
     """The endpoint is shutting down; requests waiting at the gate are released with this error."""
+
+
+class ServingBusy(RuntimeError):
+    """The gate is closed and its waiting list is full; the request is refused instead of queued."""
 
 
 class ServingGate:
@@ -25,9 +32,11 @@ class ServingGate:
     Args:
         is_open: the initial state; the trainer's endpoint starts closed (weights may still change, e.g. a resumed
             checkpoint loading) and opens at the first generation phase.
+        max_waiting: most requests waiting while the gate is closed (`ServeLimits.max_waiting`).
     """
 
-    def __init__(self, is_open: bool = False):
+    def __init__(self, is_open: bool = False, max_waiting: int = ServeLimits.max_waiting):
+        self.max_waiting = max_waiting
         self._lock = threading.Lock()
         self._open = is_open
         self._stopped = False
@@ -52,7 +61,8 @@ class ServingGate:
 
     @contextlib.asynccontextmanager
     async def admit(self) -> AsyncIterator[None]:
-        """Wait until the gate is open, then hold it open (closing waits) until the block exits."""
+        """Wait until the gate is open, then hold it open (closing waits) until the block exits. Raises
+        `ServingBusy` when `max_waiting` requests already wait, `ServingStopped` once the gate is stopped."""
         loop = asyncio.get_running_loop()
         while True:
             with self._lock:
@@ -61,6 +71,10 @@ class ServingGate:
                 if self._open:
                     self._in_flight += 1
                     break
+                if len(self._open_waiters) >= self.max_waiting:
+                    raise ServingBusy(
+                        f"the server is not generating now and {self.max_waiting} requests already wait; retry later"
+                    )
                 waiter = loop.create_future()
                 self._open_waiters.append((loop, waiter))
             try:

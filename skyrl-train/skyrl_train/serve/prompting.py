@@ -6,12 +6,23 @@ then the tool definitions are appended to the system message as a `<tools>` bloc
 with `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (a new system message is inserted when there is
 none), and earlier assistant `tool_calls` are written into their message text in that same form, so the model
 sees its own past calls. `ChatRenderer.tool_mode` says which applies; the server logs it at startup.
+
+Request text is text: a special token's string in a message or a tool definition (`<|im_end|>`, `<|im_start|>`) is
+tokenised as plain text (transformers' `sanitize_control_tokens`), so a client cannot forge turns or a system prompt;
+only the chat template writes special tokens. Messages that held one are counted (`special_token_messages`) and
+logged, without their text. A mapping key holding one (a tool-call argument or schema property name, which that
+sanitizing leaves alone) gets the request refused with 400.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Literal
+
+from skyrl_train.generators.utils import SpecialTokenCounter
+
+logger = logging.getLogger(__name__)
 
 _PROBE_TOOL_NAME = "skyrl_probe_tool_3f9a"
 _PROBE_TOOL = {
@@ -39,6 +50,9 @@ class ChatRenderer:
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self.has_template = bool(getattr(tokenizer, "chat_template", None))
+        self._special_tokens = SpecialTokenCounter(tokenizer)
+        self.special_token_messages = 0
+        """Messages rendered so far that held a special token's string (tokenised as text)."""
         self.tool_mode: Literal["chat_template", "system_message", "unavailable"] = "unavailable"
         if self.has_template:
             self.tool_mode = "chat_template" if _template_renders_tools(tokenizer) else "system_message"
@@ -49,12 +63,26 @@ class ChatRenderer:
         if not self.has_template:
             raise ChatTemplateError("this model's tokenizer has no chat template; use /v1/completions instead")
         messages = [_template_message(m) for m in messages]
+        if self._special_tokens.in_keys(messages) or self._special_tokens.in_keys(tools):
+            raise ChatTemplateError(
+                "a key in the messages or tools (a tool-call argument or schema property name) holds a special "
+                "token's string; keys cannot be tokenised as text, so the request is refused"
+            )
+        flagged = self._special_tokens.count(messages)
+        if flagged:
+            self.special_token_messages += flagged
+            logger.warning("%d message(s) of a chat request held special-token strings; tokenised as text", flagged)
         if tools and self.tool_mode == "system_message":
             messages = _with_tools_in_system_message(messages, tools)
             tools = None
         try:
             encoded = self.tokenizer.apply_chat_template(
-                messages, tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=True
+                messages,
+                tools=tools or None,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+                sanitize_control_tokens=True,
             )
         except Exception as error:  # jinja raises TemplateError, TypeError, ... on conversations it can't render
             raise ChatTemplateError(f"the chat template could not render the messages: {error}") from error
@@ -118,7 +146,7 @@ def _calls_as_text(message: dict[str, Any]) -> dict[str, Any]:
         return message
     blocks = []
     for call in calls:
-        function = call.get("function") or {}
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
         payload = {"name": function.get("name"), "arguments": function.get("arguments", {})}
         blocks.append(f"<tool_call>\n{json.dumps(payload, ensure_ascii=False)}\n</tool_call>")
     text = "\n".join(filter(None, [message["content"], *blocks]))

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class OpenAIError(Exception):
-    """An error returned in OpenAI's JSON shape: `{"error": {"message", "type", "param", "code"}}`."""
+    """An error returned in OpenAI's JSON shape: `{"error": {"message", "type", "param", "code"}}`, with a
+    `Retry-After` header when `retry_after_s` is set."""
 
     def __init__(
         self,
@@ -27,6 +28,7 @@ class OpenAIError(Exception):
         status_code: int = 400,
         type: str = "invalid_request_error",
         code: str | None = None,
+        retry_after_s: int | None = None,
     ):
         super().__init__(message)
         self.message = message
@@ -34,6 +36,10 @@ class OpenAIError(Exception):
         self.status_code = status_code
         self.type = type
         self.code = code
+        self.retry_after_s = retry_after_s
+
+    def headers(self) -> dict[str, str] | None:
+        return None if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}

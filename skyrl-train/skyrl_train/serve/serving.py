@@ -26,7 +26,8 @@ from typing import Any, Protocol, TypeVar
 
 from skyrl_gym.common.stop_reasons import StopReason
 from skyrl_train.inference_engines.base import InferenceEngineInterface, SamplingParams
-from skyrl_train.serve.gate import ServingGate, ServingStopped
+from skyrl_train.serve.gate import ServingBusy, ServingGate, ServingStopped
+from skyrl_train.serve.limits import ServeLimits
 from skyrl_train.serve.prompting import ChatRenderer, ChatTemplateError
 from skyrl_train.serve.protocol import ChatCompletionRequest, CompletionRequest, OpenAIError, SamplingRequest
 
@@ -80,6 +81,7 @@ class OpenAIServing:
         tool_call_parser: turns generated text into structured `tool_calls` when a request has `tools`; None
             returns the text as plain `content`.
         gate: if set, every request's engine calls run inside `gate.admit()` (the trainer's endpoint).
+        limits: the bounds on `n`, prompts per request and `max_tokens`; None: `ServeLimits()`.
     """
 
     def __init__(
@@ -91,6 +93,7 @@ class OpenAIServing:
         max_model_len: int,
         tool_call_parser: ToolCallParser | None = None,
         gate: ServingGate | None = None,
+        limits: ServeLimits | None = None,
     ):
         self.engine = engine
         self.tokenizer = tokenizer
@@ -98,6 +101,7 @@ class OpenAIServing:
         self.max_model_len = max_model_len
         self.tool_call_parser = tool_call_parser
         self.gate = gate
+        self.limits = limits or ServeLimits()
         self.renderer = ChatRenderer(tokenizer)
         self.vocab_size = len(tokenizer)
         self.created = int(time.time())
@@ -173,9 +177,16 @@ class OpenAIServing:
         """Validate `request` and tokenize its prompts; raises OpenAIError naming the bad field."""
         self._check_common(request)
         prompt = request.prompt
+        single = isinstance(prompt, str) or (bool(prompt) and isinstance(prompt[0], int))
+        if not single and len(prompt) > self.limits.max_prompts:
+            raise OpenAIError(
+                f"prompt has {len(prompt)} prompts; this server takes at most {self.limits.max_prompts} per request "
+                "(--max-prompts)",
+                param="prompt",
+            )
         if isinstance(prompt, str):
             prompts = [self._encode(prompt)]
-        elif prompt and isinstance(prompt[0], int):
+        elif single:
             prompts = [list(prompt)]
         else:
             prompts = [self._encode(p) if isinstance(p, str) else list(p) for p in prompt]
@@ -233,9 +244,13 @@ class OpenAIServing:
                 )
         except ServingStopped as error:
             raise OpenAIError(str(error), status_code=503, type="service_unavailable") from error
+        except ServingBusy as error:
+            raise OpenAIError(str(error), status_code=429, type="rate_limit_error", retry_after_s=1) from error
         except Exception as error:
             logger.exception("generation failed")
-            raise OpenAIError(f"generation failed: {error!r}", status_code=500, type="server_error") from error
+            raise OpenAIError(
+                "generation failed (the server's log has the details)", status_code=500, type="server_error"
+            ) from error
         stops = [] if keep_stop_strings else params.stop or []
         return [
             [_sample_of(output, row, stops, params.logprobs is not None) for output in outputs]
@@ -256,6 +271,11 @@ class OpenAIServing:
         if problems:
             field, why = next(iter(problems.items()))
             raise OpenAIError(why, param=field)
+        if request.n > self.limits.max_n:
+            raise OpenAIError(
+                f"n={request.n} is more than this server's limit of {self.limits.max_n} choices per request (--max-n)",
+                param="n",
+            )
 
     def _check_prompt(self, ids: list[int], param: str) -> None:
         if not ids:
@@ -271,8 +291,14 @@ class OpenAIServing:
 
     def _max_tokens(self, prompt_len: int, requested: int | None, param: str) -> int:
         room = self.max_model_len - prompt_len
+        limit = self.limits.max_tokens
         if requested is None:
-            return room
+            return room if limit is None else min(room, limit)
+        if limit is not None and requested > limit:
+            raise OpenAIError(
+                f"{param}={requested} is more than this server's limit of {limit} tokens per choice (--max-tokens)",
+                param=param,
+            )
         if requested > room:
             raise OpenAIError(
                 f"{param}={requested} plus the {prompt_len}-token prompt exceeds this model's context of "

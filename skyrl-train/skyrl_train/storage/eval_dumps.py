@@ -8,9 +8,9 @@ from pathlib import Path
 
 from skyrl_train.storage.manifest import ManifestError
 from skyrl_train.storage.s3 import S3StorageError, S3Store
-from skyrl_train.storage.secrets import scrub_secret_values, secret_env_values
 from skyrl_train.storage.settings import S3Settings
 from skyrl_train.storage.uploader import BackgroundUploader
+from skyrl_train.utils.redact import scrub_secret_values, secret_values
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def queue_eval_dump_upload(uploader: BackgroundUploader, store: S3Store, folder:
     The secrets are read from the environment now, so a later change of the environment does not matter.
     A failed upload is logged with its reason; the local dump is never deleted.
     """
-    scrub = partial(scrub_secret_values, secrets=secret_env_values())
+    scrub = partial(scrub_secret_values, secrets=secret_values())
 
     def upload() -> None:
         try:

@@ -18,7 +18,7 @@ _CHUNK = 8 * 1024 * 1024
 
 
 class ManifestError(ValueError):
-    """A manifest that cannot be parsed; the message names its location."""
+    """A manifest that cannot be parsed, or a folder that cannot be listed in one; the message names the location."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,17 @@ def file_sha256(path: Path) -> str:
 
 def folder_files(folder: Path) -> Iterator[tuple[str, Path]]:
     """(relative '/'-path, path) of every regular file below `folder`, sorted; a file named like the manifest
-    itself is an error, as it would be overwritten by it."""
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    itself is an error, as it would be overwritten by it. A symbolic link that resolves outside `folder` is an error
+    naming the link (an upload never copies what lies outside its folder: credentials, another run's files); a link
+    inside it is uploaded as the file it points to (a linked folder is not entered)."""
+    root = folder.resolve()
+    entries = sorted(folder.rglob("*"))
+    for path in entries:
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            raise ManifestError(
+                f"{path} is a symbolic link to {path.resolve()}, outside the folder being uploaded ({folder}): refused"
+            )
+    for path in (p for p in entries if p.is_file()):
         relative = path.relative_to(folder).as_posix()
         if relative == MANIFEST_FILE:
             raise ManifestError(f"{path} clashes with the upload manifest's name {MANIFEST_FILE}")

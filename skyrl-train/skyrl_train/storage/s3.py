@@ -113,14 +113,16 @@ class S3Store:
         the manifest is written. `transform` rewrites each file's bytes before upload (e.g. to scrub secrets);
         the manifest then describes the uploaded bytes. `uploaded` lists files other processes already put at
         `prefix/<path>` (e.g. checkpoint shards uploaded from other nodes): they join the manifest, are kept and
-        size-checked, and a local file of the same path is not uploaded again.
+        size-checked, and a local file of the same path is not uploaded again. A folder `folder_files` refuses (e.g.
+        a symbolic link out of it) raises `ManifestError` before anything in the bucket changes.
         """
         start = time.perf_counter()
+        files = list(folder_files(folder))
         manifest_key = join_key(prefix, MANIFEST_FILE)
         existing = self._list(prefix)
         self._delete_keys([key for key in existing if key == manifest_key])
         skip = {entry.path for entry in uploaded}
-        entries = [*uploaded, *self._put_files(folder, prefix, transform, skip)]
+        entries = [*uploaded, *self._put_files(files, prefix, transform, skip)]
         manifest = Manifest(tuple(entries))
         stale = sorted(set(existing) - {join_key(prefix, e.path) for e in entries} - {manifest_key})
         self._delete_keys(stale)
@@ -134,19 +136,20 @@ class S3Store:
     def upload_files(self, folder: Path, prefix: str) -> Manifest:
         """Upload every file below `folder` to `prefix/<relative path>` and check each object's size; no manifest is
         written (the caller lists the files in the manifest of an enclosing folder). Returns what was uploaded."""
-        manifest = Manifest(tuple(self._put_files(folder, prefix)))
+        manifest = Manifest(tuple(self._put_files(list(folder_files(folder)), prefix)))
         self._check_sizes(prefix, manifest)
         return manifest
 
     def _put_files(
         self,
-        folder: Path,
+        files: list[tuple[str, Path]],
         prefix: str,
         transform: Callable[[bytes], bytes] | None = None,
         skip: Collection[str] = (),
     ) -> list[ManifestEntry]:
+        """Upload `files` (`folder_files` of a folder) to `prefix/<relative path>`; returns their manifest entries."""
         entries = []
-        for relative, path in folder_files(folder):
+        for relative, path in files:
             if relative in skip:
                 continue
             key = join_key(prefix, relative)

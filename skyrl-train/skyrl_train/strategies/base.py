@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from skyrl_train.utils.device import resolve_device
+from skyrl_train.utils.device import precision, resolve_device
 
 if TYPE_CHECKING:
     from skyrl_train.config.schema import SkyRLConfig
@@ -48,8 +48,10 @@ class Strategy(ABC):
         self.checkpoints = checkpoints
         self.device = resolve_device(cfg.trainer.device)
         """Where this process's models live (``trainer.device``): single-process workers, a local hf engine's model."""
-        self.dtype = cfg.trainer.training_dtype(self.device)
-        """Their dtype (``trainer.bf16``; unset: bf16 on CUDA, fp32 on the CPU)."""
+        self.precision = precision(cfg.trainer.bf16, self.device)
+        """How they hold their weights and compute (``trainer.bf16``, `utils.device.precision`)."""
+        self.dtype = self.precision.weights
+        """Their weights' dtype."""
 
     @abstractmethod
     def build_workers(self, num_training_steps: int | None) -> Workers:

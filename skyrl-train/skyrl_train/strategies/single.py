@@ -17,13 +17,14 @@ class SingleProcess(Strategy):
     driver_models = "the workers and the hf engine"
 
     def worker_builder(self, num_training_steps: int | None) -> WorkerBuilder:
-        """The builder of this run's workers, on ``device`` in ``dtype``."""
+        """The builder of this run's workers, on ``device`` with ``precision``."""
         return WorkerBuilder(
             self.cfg.trainer,
             temperature=self.cfg.generator.sampling_params.temperature,
             num_training_steps=num_training_steps,
             dtype=self.dtype,
             device=self.device,
+            autocast_dtype=self.precision.autocast,
         )
 
     def build_workers(self, num_training_steps: int | None) -> Workers:

@@ -99,16 +99,29 @@ def trainer_logprobs(policy, prompt: list[int], response: list[int]) -> torch.Te
     return policy.compute_logprobs(batch, micro_batch_size=1)[0]
 
 
+TEST_CONTROL_TOKEN = "skyrl-test-control-token"  # pragma: allowlist secret
+"""The control token of the servers tests start (`served_model`, `serve_process.start_server`)."""
+
+
 @contextlib.asynccontextmanager
-async def served_model(model_path: str, tokenizer, name: str = "tiny"):
-    """A server over its own engine and model, as ``python -m skyrl_train.serve`` runs it (OpenAI and control
-    routes), on a free port of this process; yields ``(server, engine)`` and tears both down afterwards."""
+async def served_model(model_path: str, tokenizer, name: str = "tiny", lora_root: str | os.PathLike | None = None):
+    """A server over its own engine and model, as ``python -m skyrl_train.serve --enable-control`` runs it (OpenAI
+    and control routes, the latter behind `TEST_CONTROL_TOKEN`; LoRA folders under ``lora_root``), on a free port of
+    this process; yields ``(server, engine)`` and tears both down afterwards."""
     from skyrl_train.inference_engines import HFInferenceEngine
     from skyrl_train.models import load_causal_lm
-    from skyrl_train.serve import BackgroundServer, create_app
+    from skyrl_train.serve import AccessPolicy, BackgroundServer, create_app
 
     engine = HFInferenceEngine(load_causal_lm(model_path).eval(), tokenizer, seed=0)
-    app = create_app(engine, tokenizer, served_model_name=name, max_model_len=8192, control_routes=True)
+    app = create_app(
+        engine,
+        tokenizer,
+        served_model_name=name,
+        max_model_len=8192,
+        control_routes=True,
+        access=AccessPolicy(control_token=TEST_CONTROL_TOKEN),
+        lora_root=lora_root,
+    )
     try:
         with BackgroundServer(app) as server:
             yield server, engine

@@ -8,6 +8,8 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 
+from skyrl_train.testing import TEST_CONTROL_TOKEN
+
 
 def start_server(
     model_path: str,
@@ -16,15 +18,24 @@ def start_server(
     cpu_cores: Sequence[int] | None = None,
     extra_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    lora_root: str | os.PathLike | None = None,
+    enable_control: bool = True,
     ready_timeout_s: float = 180,
 ) -> tuple[subprocess.Popen, str]:
     """Start the server on a free port and return the process and its base URL (no ``/v1``) once it serves.
 
-    ``cpu_cores`` pins the process to those cores (``os.sched_setaffinity``, what ``taskset`` does); ``env`` adds
-    environment variables to this process's; the caller kills the process. Raises `AssertionError` with the end of its output when it does not serve in time.
+    With ``enable_control`` the server has its control routes, behind `skyrl_train.testing.TEST_CONTROL_TOKEN`
+    (passed in the environment; a trainer using it sets ``generator.remote_inference_engine_control_token`` to it),
+    and loads LoRA adapters from folders under ``lora_root``. ``cpu_cores`` pins the process to those cores
+    (``os.sched_setaffinity``, what ``taskset`` does); ``env`` adds environment variables to this process's; the
+    caller kills the process. Raises `AssertionError` with the end of its output when it does not serve in time.
     """
     command = [sys.executable, "-m", "skyrl_train.serve", "--model", model_path, "--port", "0"]
-    command += ["--served-model-name", served_name, "--log-level", "warning", *extra_args]
+    command += ["--served-model-name", served_name, "--log-level", "warning"]
+    command += ["--enable-control"] if enable_control else []
+    command += ["--lora-root", str(lora_root)] if lora_root is not None else []
+    command += extra_args
+    control_env = {"SKYRL_CONTROL_TOKEN": TEST_CONTROL_TOKEN} if enable_control else {}
     pin = None if cpu_cores is None else (lambda: os.sched_setaffinity(0, set(cpu_cores)))
     process = subprocess.Popen(
         command,
@@ -32,7 +43,7 @@ def start_server(
         stderr=subprocess.STDOUT,
         text=True,
         preexec_fn=pin,
-        env=None if env is None else {**os.environ, **env},
+        env={**os.environ, **(env or {}), **control_env},
     )
     lines: list[str] = []
     ready = threading.Event()

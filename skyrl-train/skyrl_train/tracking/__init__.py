@@ -1,4 +1,4 @@
-"""Experiment tracking: console, JSONL, TensorBoard and W&B backends behind one `Tracking` object.
+"""Experiment tracking: console, JSONL, TensorBoard, W&B and MLflow backends behind one `Tracking` object.
 
     with Tracking("skyrl", "run1", backends=["console", "jsonl"], config=cfg, output_dir="runs/run1") as tracker:
         tracker.log({"reward/avg_raw_reward": 0.4}, step=1)

@@ -57,6 +57,14 @@ PLOT_SPECS: tuple[PlotSpec, ...] = (
         r"generate/(avg|min|max)_num_tokens|policy/response_length",
     ),
     PlotSpec("kl", "KL divergence", "KL", r"(.*[/_])?kl([/_].*)?", exclude=r".*coef.*"),
+    PlotSpec("sft_loss", "SFT loss (assistant tokens)", "-log p", r"(eval/)?sft/loss", best="min"),
+    PlotSpec(
+        "sft_token_accuracy",
+        "SFT token accuracy (assistant tokens)",
+        "accuracy",
+        r"(eval/)?sft/token_accuracy",
+        best="max",
+    ),
     PlotSpec("timing", "Time per phase", "seconds", r"timing/.+", exclude=_THROUGHPUT, summarize=False),
     PlotSpec("throughput", "Throughput", "tokens / s", _THROUGHPUT, best="max"),
     PlotSpec("memory", "Resident memory of the training process", "GB", r"memory/(peak_rss|rss)_gb", summarize=False),
@@ -65,12 +73,18 @@ PLOT_SPECS: tuple[PlotSpec, ...] = (
 # The summary's before/after table comes from these plots (eval/<data_source>/<metric> keys).
 EVAL_SPEC_NAMES = ("eval_score", "eval_pass_at_n")
 
+BASE_EVAL_PREFIX = "eval_base/"
+"""Replaces ``eval/`` in the names of the eval of the model before a warm start (``trainer.warm_start``), logged at
+step 0 beside the eval before RL; the summary's before/after table shows it as its ``base`` column."""
+
 # Keys shown on the console's per-step line, in this order (any others are counted, not shown).
 CONSOLE_KEYS: tuple[str, ...] = (
     r"reward/avg_raw_reward",
     r"reward/avg_pass_at_\d+",
     r"eval/all/avg_score",
     r"policy/policy_loss",
+    r"sft/loss",
+    r"eval/sft/loss",
     r"policy/policy_kl",
     r"generate/avg_num_tokens",
     r"timing/step",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from skyrl_train.tracking.metric_keys import EVAL_SPEC_NAMES, PLOT_SPECS
+from skyrl_train.tracking.metric_keys import BASE_EVAL_PREFIX, EVAL_SPEC_NAMES, PLOT_SPECS
 from skyrl_train.tracking.metrics_file import MetricsHistory
 
 
@@ -51,7 +51,11 @@ def summarize(history: MetricsHistory) -> dict[str, Any]:
         _, data_source, metric = key.split("/")
         before, after = _point(history, key, 0), _point(history, key, -1)
         change = None if None in (before["value"], after["value"]) else after["value"] - before["value"]
-        evals.append({"data_source": data_source, "metric": metric, "before": before, "after": after, "change": change})
+        entry = {"data_source": data_source, "metric": metric, "before": before, "after": after, "change": change}
+        base_key = BASE_EVAL_PREFIX + key.removeprefix("eval/")
+        if base_key in keys:  # a warm start ran: the model before it, then `before` is the warm-started policy
+            entry["base"] = _point(history, base_key, 0)
+        evals.append(entry)
     times = history.timestamps
     return {
         "memory": _memory(history),
@@ -139,11 +143,18 @@ def render_markdown(summary: dict[str, Any], title: str) -> str:
         lines.append("No main metrics found.")
     lines += ["", "## Eval before vs after", ""]
     if summary["eval_before_after"]:
-        lines += ["| data source | metric | before | after | change |", "|---|---|---|---|---|"]
+        with_base = any("base" in e for e in summary["eval_before_after"])
+        if with_base:
+            lines += ["`base`: the model before the warm start; `before`: the policy RL starts from.", ""]
+        lines += [
+            "| data source | metric |" + (" base |" if with_base else "") + " before | after | change |",
+            "|---|---|---|---|---|" + ("---|" if with_base else ""),
+        ]
         for e in summary["eval_before_after"]:
             change = "n/a" if e["change"] is None else f"{e['change']:+.4g}"
+            base = f" {_fmt_point(e.get('base'))} |" if with_base else ""
             lines.append(
-                f"| {e['data_source']} | {e['metric']} | {_fmt_point(e['before'])} | {_fmt_point(e['after'])} "
+                f"| {e['data_source']} | {e['metric']} |{base} {_fmt_point(e['before'])} | {_fmt_point(e['after'])} "
                 f"| {change} |"
             )
     else:

@@ -47,10 +47,14 @@ def _backend_names(backends: str | list[str] | tuple[str, ...]) -> list[str]:
 class Tracking:
     """Log one dict of metrics per step to every backend in ``backends``.
 
-    ``backends``: one name or a list of names among ``console``, ``jsonl``, ``tensorboard``, ``wandb``.
-    ``output_dir``: where ``metrics.jsonl``, ``config.json``, ``tensorboard/`` and ``wandb/`` go (created only
-    if a file backend is used); default ``runs/<project_name>/<run_name>``.
+    ``backends``: one name or a list of names among ``console``, ``jsonl``, ``tensorboard``, ``wandb``, ``mlflow``.
+    ``output_dir``: where ``metrics.jsonl``, ``config.json``, ``tensorboard/``, ``wandb/`` and ``mlruns/`` go;
+    default ``runs/<project_name>/<run_name>`` (created only if a file backend is used). Given an ``output_dir``, the
+    JSONL backend always runs, whatever ``backends`` lists: its ``metrics.jsonl`` is the run's exact record, which
+    the run report reads.
     ``config`` is converted to plain dicts and stripped of secrets (`redact_secrets`) before any backend sees it.
+    A run resumed from a checkpoint continues the W&B and MLflow runs of the run that wrote it: the checkpoint keeps
+    `state()`, and `resume` hands it back before the first `log`.
     """
 
     def __init__(
@@ -62,11 +66,14 @@ class Tracking:
         output_dir: str | Path | None = None,
     ) -> None:
         names = _backend_names(backends)
+        if output_dir is not None and "jsonl" not in names:
+            names.append("jsonl")
         out = Path(output_dir) if output_dir is not None else Path("runs") / project_name / run_name
         run = RunInfo(project_name, run_name, out, redact_secrets(_plain_config(config)))
         self.output_dir = out
         self.backends: dict[str, Backend] = {}
         self._closed = False
+        self._logged = False
         self._warned: set[str] = set()
         try:
             for name in names:
@@ -89,8 +96,21 @@ class Tracking:
             if key not in self._warned:
                 self._warned.add(key)
                 logger.warning("tracking: metric %r is not a number or string; not logged", key)
+        self._logged = True
         for backend in self.backends.values():
             backend.log(step, sorted_metrics)
+
+    def state(self) -> dict[str, dict[str, str]]:
+        """Per backend with a run of its own (W&B, MLflow), what a checkpoint keeps to continue that run (its id)."""
+        return {name: state for name, backend in self.backends.items() if (state := backend.state())}
+
+    def resume(self, state: Mapping[str, Mapping[str, str]]) -> None:
+        """Continue the runs a checkpoint's `state()` names, for the backends this run has; before the first `log`."""
+        if self._logged:
+            raise RuntimeError("Tracking.resume() called after log(): the backends' runs have started")
+        for name, backend_state in state.items():
+            if name in self.backends:
+                self.backends[name].resume(backend_state)
 
     def finish(self) -> None:
         """Close every backend. Safe to call more than once."""

@@ -58,8 +58,36 @@ class WeightSyncInitInfo:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> WeightSyncInitInfo:
+    def from_json(cls, data: Any) -> WeightSyncInitInfo:
+        """The info `to_json` produced, with every field's JSON type checked (safe on untrusted input).
+
+        Raises:
+            ValueError: not an object, an unknown field, a field of the wrong type, or values `__post_init__`
+                refuses.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"weight-sync init info is a JSON object, got {type(data).__name__}")
         unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise ValueError(f"unknown field(s) {unknown} in weight-sync init info")
+        for name, value in data.items():
+            kinds = _JSON_TYPES[name]
+            if not isinstance(value, kinds) or isinstance(value, bool) != (kinds is bool):
+                raise ValueError(f"{name} of weight-sync init info must be of JSON type {_json_name(kinds)}")
         return cls(**data)
+
+
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "master_addr": str,
+    "master_port": int,
+    "world_size": int,
+    "rank_offset": int,
+    "group_name": str,
+    "backend": str,
+    "override_existing": bool,
+    "timeout_s": (int, float),
+}
+
+
+def _json_name(kinds: type | tuple[type, ...]) -> str:
+    return {str: "string", int: "integer", bool: "boolean"}.get(kinds, "number")

@@ -1,8 +1,15 @@
 """Weight-update requests: what the trainer tells an engine about the weights it is about to receive.
 
 A request names the tensors (`names`, `dtypes`, `shapes`, in the order they arrive) and the `weight_version` the
-engine will generate with once it has applied them. The subclass says how the tensors travel. Every request has a
-JSON form (`to_json` / `WeightUpdateRequest.from_json`), so it crosses HTTP (`POST /update_weights`) and Ray alike.
+engine will generate with once it has applied them. The subclass says how the tensors travel.
+
+Two wire forms:
+- JSON (`to_json` / `WeightUpdateRequest.from_json`): plain JSON values only, type-checked when parsed. It is what
+  crosses HTTP (`POST /update_weights`). A CUDA IPC request has no JSON form: its handles are pickled objects,
+  and nothing that arrives over a network is ever unpickled.
+- In-job (`to_rpc` / `WeightUpdateRequest.from_rpc`): the JSON form plus, for a CUDA IPC request, its handles
+  pickled as base64 text. Only for calls between the processes of one job (a Ray actor call, vLLM's
+  ``collective_rpc`` to its workers over the job's own local sockets), never for anything a network peer sent.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ import torch
 __all__ = [
     "BroadcastWeightUpdateRequest",
     "CudaIpcWeightUpdateRequest",
+    "JSON_REQUEST_TYPES",
     "LoraLoadRequest",
+    "NO_JSON_FORM",
     "TensorSpec",
     "WeightUpdateRequest",
     "dtype_name",
@@ -110,28 +119,35 @@ class WeightUpdateRequest:
         return sum(_numel(shape) for shape in self.shapes)
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON form (plain JSON values only; see the module docstring)."""
         return {"type": self.type, **dataclasses.asdict(self)}
 
+    def to_rpc(self) -> dict[str, Any]:
+        """The in-job form (see the module docstring); the JSON form for every type but CUDA IPC."""
+        return self.to_json()
+
     @staticmethod
-    def from_json(data: dict[str, Any]) -> WeightUpdateRequest:
-        """The request `to_json` produced (of the subclass its `type` names).
+    def from_json(data: Any) -> WeightUpdateRequest:
+        """The request `to_json` produced (of the subclass its `type` names), with every field's JSON type checked.
+        Safe on untrusted input: a `cuda_ipc` request, which has no JSON form, is refused.
 
         Raises:
-            ValueError: an unknown `type`, or fields that do not belong to that type.
+            ValueError: not an object, an unknown `type` (or `cuda_ipc`), fields that do not belong to that type, or
+                a field of the wrong type.
         """
-        data = dict(data)
-        kind = data.pop("type", WeightUpdateRequest.type)
-        cls = _REQUEST_TYPES.get(kind)
-        if cls is None:
-            raise ValueError(f"unknown weight-update request type {kind!r}; known: {', '.join(_REQUEST_TYPES)}")
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - fields)
-        if unknown:
-            raise ValueError(f"unknown field(s) {unknown} in a {kind!r} weight-update request")
-        return cls._from_fields(data)
+        cls, data = _request_class(data, JSON_REQUEST_TYPES)
+        _check_json_fields(cls, data)
+        return cls(**data)
+
+    @staticmethod
+    def from_rpc(data: dict[str, Any]) -> WeightUpdateRequest:
+        """The request `to_rpc` produced, of any type. It unpickles a CUDA IPC request's handles: only for data
+        from a process of this job (see the module docstring), never for anything read from a network peer."""
+        cls, data = _request_class(data, _REQUEST_TYPES)
+        return cls._from_rpc_fields(data)
 
     @classmethod
-    def _from_fields(cls, data: dict[str, Any]) -> WeightUpdateRequest:
+    def _from_rpc_fields(cls, data: dict[str, Any]) -> WeightUpdateRequest:
         return cls(**data)
 
 
@@ -163,9 +179,9 @@ class LoraLoadRequest(WeightUpdateRequest):
 class CudaIpcWeightUpdateRequest(WeightUpdateRequest):
     """GPU only (engines colocated on the policy's GPUs): the tensors are packed, in request order, into one CUDA
     buffer on each policy GPU (`packing.pack`), tensor `i` at byte `offsets[i]`, a multiple of its element size
-    (`packing.ALIGNMENT`); `ipc_handles` maps a GPU's UUID to the CUDA IPC handle of that GPU's buffer (pickled,
-    base64 text in JSON: only for trusted callers on the same machine). An engine worker opens the handle of its
-    own GPU (`cuda_ipc.receive_cuda_ipc`)."""
+    (`packing.ALIGNMENT`); `ipc_handles` maps a GPU's UUID to the CUDA IPC handle of that GPU's buffer. It travels
+    only between the processes of one job (`to_rpc`, which pickles the handles); it has no JSON form, so it never
+    crosses HTTP. An engine worker opens the handle of its own GPU (`cuda_ipc.receive_cuda_ipc`)."""
 
     type: ClassVar[str] = "cuda_ipc"
     offsets: list[int] = dataclasses.field(default_factory=list)
@@ -186,14 +202,24 @@ class CudaIpcWeightUpdateRequest(WeightUpdateRequest):
                 )
 
     def to_json(self) -> dict[str, Any]:
-        data = super().to_json()
+        raise TypeError(NO_JSON_FORM)
+
+    def to_rpc(self) -> dict[str, Any]:
+        data = {"type": self.type, **dataclasses.asdict(self)}
         data["ipc_handles"] = {gpu: _pickled(handle) for gpu, handle in self.ipc_handles.items()}
         return data
 
     @classmethod
-    def _from_fields(cls, data: dict[str, Any]) -> CudaIpcWeightUpdateRequest:
+    def _from_rpc_fields(cls, data: dict[str, Any]) -> CudaIpcWeightUpdateRequest:
         data = dict(data, ipc_handles={gpu: _unpickled(text) for gpu, text in data.get("ipc_handles", {}).items()})
         return cls(**data)
+
+
+NO_JSON_FORM = (
+    "a 'cuda_ipc' weight-update request has no JSON form: CUDA IPC handles travel only between the processes of "
+    "one job (Ray, vLLM's local RPC), never over HTTP; a remote engine gets the weights by broadcast or as a LoRA "
+    "folder"
+)
 
 
 def _pickled(value: Any) -> str:
@@ -204,6 +230,48 @@ def _unpickled(text: str) -> Any:
     return pickle.loads(base64.b64decode(text))
 
 
+def _request_class(data: Any, types: dict[str, type[WeightUpdateRequest]]):
+    """(the class `data["type"]` names among `types`, the other fields); raises ValueError naming what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a weight-update request is a JSON object, got {type(data).__name__}")
+    data = dict(data)
+    kind = data.pop("type", WeightUpdateRequest.type)
+    cls = types.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        if kind == CudaIpcWeightUpdateRequest.type:
+            raise ValueError(NO_JSON_FORM)
+        raise ValueError(f"unknown weight-update request type {kind!r}; known: {', '.join(types)}")
+    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise ValueError(f"unknown field(s) {unknown} in a {kind!r} weight-update request")
+    return cls, data
+
+
+def _check_json_fields(cls: type[WeightUpdateRequest], data: dict[str, Any]) -> None:
+    """Raise ValueError naming the first field of `data` whose JSON type is not the one `cls` declares."""
+    checks = {
+        "names": (_is_list_of(str), "a list of strings"),
+        "dtypes": (
+            lambda v: _is_list_of(str)(v) and all(isinstance(getattr(torch, d, None), torch.dtype) for d in v),
+            "a list of torch dtype names (e.g. bfloat16)",
+        ),
+        "shapes": (
+            lambda v: isinstance(v, list) and all(_is_list_of(int)(s) and min(s, default=0) >= 0 for s in v),
+            "a list of lists of non-negative integers",
+        ),
+        "weight_version": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+        "lora_path": (lambda v: isinstance(v, str), "a string"),
+    }
+    for name, value in data.items():
+        check, expected = checks[name]
+        if not check(value):
+            raise ValueError(f"{name} of a {cls.type!r} weight-update request must be {expected}")
+
+
+def _is_list_of(kind: type):
+    return lambda value: isinstance(value, list) and all(isinstance(v, kind) and not isinstance(v, bool) for v in value)
+
+
 def _numel(shape: Sequence[int]) -> int:
     n = 1
     for size in shape:
@@ -211,7 +279,11 @@ def _numel(shape: Sequence[int]) -> int:
     return n
 
 
+JSON_REQUEST_TYPES: dict[str, type[WeightUpdateRequest]] = {
+    cls.type: cls for cls in (WeightUpdateRequest, BroadcastWeightUpdateRequest, LoraLoadRequest)
+}
+"""The request types with a JSON form: what `from_json` (and so `POST /update_weights`) accepts."""
 _REQUEST_TYPES: dict[str, type[WeightUpdateRequest]] = {
-    cls.type: cls
-    for cls in (WeightUpdateRequest, BroadcastWeightUpdateRequest, LoraLoadRequest, CudaIpcWeightUpdateRequest)
+    **JSON_REQUEST_TYPES,
+    CudaIpcWeightUpdateRequest.type: CudaIpcWeightUpdateRequest,
 }

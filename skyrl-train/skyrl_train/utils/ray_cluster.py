@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 __all__ = ["init_ray", "RAY_ADDRESS_ENV"]
 
@@ -24,13 +25,20 @@ logger = logging.getLogger(__name__)
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 
-def init_ray(*, num_cpus: int | None = None, num_gpus: int | None = None, log_to_driver: bool = True) -> None:
+def init_ray(
+    *,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    log_to_driver: bool = True,
+    runtime_env: dict[str, Any] | None = None,
+) -> None:
     """Connect this process to Ray once (a no-op when already connected).
 
     With ``RAY_ADDRESS`` set, connect to that cluster (``num_cpus`` / ``num_gpus`` must then be None: a running
     cluster's resources are its own). Otherwise start a local cluster with ``num_cpus`` / ``num_gpus`` (None: what
     Ray detects; ``address="local"``, so a cluster that another user started on this machine with ``ray start``
     is never joined by accident). Worker stdout/stderr (their log records) are forwarded to this process with ``log_to_driver``.
+    ``runtime_env`` is the job's Ray runtime environment (every worker process of this driver's job gets it).
     """
     import ray
 
@@ -44,9 +52,14 @@ def init_ray(*, num_cpus: int | None = None, num_gpus: int | None = None, log_to
                 f"(got num_cpus={num_cpus}, num_gpus={num_gpus})"
             )
         logger.info("connecting to the Ray cluster at %s", address)
-        ray.init(address=address, log_to_driver=log_to_driver)
+        ray.init(address=address, log_to_driver=log_to_driver, runtime_env=runtime_env)
         return
     logger.info("starting a local Ray cluster (num_cpus=%s, num_gpus=%s)", num_cpus, num_gpus)
     ray.init(
-        address="local", num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, log_to_driver=log_to_driver
+        address="local",
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+        include_dashboard=False,
+        log_to_driver=log_to_driver,
+        runtime_env=runtime_env,
     )

@@ -1,4 +1,5 @@
-"""Engine side of a weight sync: `WeightReceiver` (join the group, receive a request's tensors) and
+"""Engine side of a weight sync: `WeightReceiver` (join the group, receive a request's tensors),
+`check_specs_fit` (a request's names, shapes and dtypes against a module, before anything is allocated) and
 `copy_into_module` (write received tensors into a torch module's parameters by name)."""
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ import torch
 from torch import nn
 
 from skyrl_train.types.weight_sync_init_info import WeightSyncInitInfo
-from skyrl_train.types.weight_sync_requests import BroadcastWeightUpdateRequest, torch_dtype
+from skyrl_train.types.weight_sync_requests import BroadcastWeightUpdateRequest, TensorSpec, torch_dtype
 from skyrl_train.weight_sync.group import WeightGroup
 
-__all__ = ["WeightReceiver", "copy_into_module"]
+__all__ = ["WeightReceiver", "check_specs_fit", "copy_into_module"]
 
 
 class WeightReceiver:
@@ -46,16 +47,41 @@ def copy_into_module(model: nn.Module, tensors: Iterable[tuple[str, torch.Tensor
         KeyError: a name `model` does not have (the sender and the engine disagree on the model).
         ValueError: a tensor whose shape differs from the parameter's.
     """
-    targets = dict(model.named_parameters(remove_duplicate=False))
-    targets.update(model.named_buffers(remove_duplicate=False))
+    targets = _targets(model)
     tensors = list(tensors)
     for name, tensor in tensors:
-        target = targets.get(name)
-        if target is None:
-            raise KeyError(f"the engine's model has no parameter {name!r} (is it the trainer's model?)")
-        if target.shape != tensor.shape:
-            raise ValueError(f"{name}: the update has shape {list(tensor.shape)}, the engine's {list(target.shape)}")
+        _check_fits(targets, name, tensor.shape)
     with torch.no_grad():
         for name, tensor in tensors:
             targets[name].copy_(tensor)
     return len(tensors)
+
+
+def check_specs_fit(model: nn.Module, specs: Iterable[TensorSpec]) -> None:
+    """Check that every tensor a request names is a parameter or buffer of `model` with that shape, in a floating
+    dtype when the target is one: run before receiving, so a request's shapes never size an allocation.
+
+    Raises:
+        KeyError: a name `model` does not have.
+        ValueError: a shape that differs from the parameter's, or an integer dtype for a floating parameter.
+    """
+    targets = _targets(model)
+    for spec in specs:
+        target = _check_fits(targets, spec.name, spec.shape)
+        if target.is_floating_point() and not torch_dtype(spec.dtype).is_floating_point:
+            raise ValueError(f"{spec.name}: the update sends {spec.dtype}, the engine's parameter is {target.dtype}")
+
+
+def _targets(model: nn.Module) -> dict[str, torch.Tensor]:
+    targets = dict(model.named_parameters(remove_duplicate=False))
+    targets.update(model.named_buffers(remove_duplicate=False))
+    return targets
+
+
+def _check_fits(targets: dict[str, torch.Tensor], name: str, shape) -> torch.Tensor:
+    target = targets.get(name)
+    if target is None:
+        raise KeyError(f"the engine's model has no parameter {name!r} (is it the trainer's model?)")
+    if tuple(target.shape) != tuple(shape):
+        raise ValueError(f"{name}: the update has shape {list(shape)}, the engine's {list(target.shape)}")
+    return target

@@ -167,7 +167,11 @@ class WeightSyncSender:
             announced = asyncio.ensure_future(self.engines.update_named_weights(request))
             try:
                 await asyncio.to_thread(self._broadcast_chunk, chunk)
-            except BaseException:
+            except BaseException as error:
+                if announced.done() and not announced.cancelled() and announced.exception() is not None:
+                    # An engine refused the chunk without receiving it (it does not fit its model), so the broadcast
+                    # ran into the group's timeout: the engine's reason is the one to report.
+                    raise announced.exception() from error
                 announced.cancel()
                 raise
             await announced

@@ -2,7 +2,7 @@
 
 Each worker's arguments from the config (its section: model path, LoRA, optimizer, model config kwargs; the
 algorithm; gradient checkpointing; sample packing; the sampling temperature) and from the run (optimizer steps,
-dtype, device) are assembled here. The single-process strategy builds the workers as they are; an fsdp2 rank
+dtype, device, autocast) are assembled here. The single-process strategy builds the workers as they are; an fsdp2 rank
 (`skyrl_train.distributed.worker_actors`) passes its sharded worker class and shards the separate reference, and
 adds nothing else.
 """
@@ -37,6 +37,8 @@ class WorkerBuilder:
     export or a reference)."""
     dtype: torch.dtype | str
     device: torch.device | str
+    autocast_dtype: torch.dtype | None = None
+    """The forwards of every worker run under autocast to it over ``dtype`` weights (`utils.device.Precision`)."""
 
     def policy(self, worker_class: Callable[..., PolicyWorker] = PolicyWorker) -> PolicyWorker:
         """The policy; ``worker_class`` is called as ``PolicyWorker`` is (an fsdp2 rank binds its sharding to it)."""
@@ -71,6 +73,7 @@ class WorkerBuilder:
             device=self.device,
             model_config_kwargs=t.ref.model_config_kwargs,
             sample_packing=t.use_sample_packing,
+            autocast_dtype=self.autocast_dtype,
         )
 
     def _trainable_arguments(self) -> dict[str, Any]:
@@ -82,4 +85,5 @@ class WorkerBuilder:
             gradient_checkpointing_use_reentrant=t.gradient_checkpointing_use_reentrant,
             dtype=self.dtype,
             device=self.device,
+            autocast_dtype=self.autocast_dtype,
         )

@@ -54,7 +54,9 @@ class ValueModel(nn.Module):
         hidden = self.backbone(
             input_ids=seqs, attention_mask=mask, position_ids=position_ids_from_attention_mask(mask), use_cache=False
         ).last_hidden_state
-        values = getattr(self, self.value_head_prefix)(hidden[:, -kept - 1 : -1]).squeeze(-1).float()
+        head = getattr(self, self.value_head_prefix)
+        with torch.autocast(hidden.device.type, enabled=False):  # the value in the head's dtype, under autocast too
+            values = head(hidden[:, -kept - 1 : -1].to(head.weight.dtype)).squeeze(-1).float()
         return pad_response(values * mask[:, -kept:], response_length)
 
 
@@ -65,8 +67,8 @@ class CriticWorker(TrainableWorker):
         critic_config: ``trainer.critic`` (reads ``model.path``, ``model.lora``, ``optimizer_config``,
             ``model_config_kwargs``).
         algorithm_config: ``trainer.algorithm`` (reads ``value_clip``, ``value_head_prefix``).
-        num_training_steps, gradient_checkpointing, gradient_checkpointing_use_reentrant, dtype, device: as for
-            ``PolicyWorker``.
+        num_training_steps, gradient_checkpointing, gradient_checkpointing_use_reentrant, dtype, device,
+            autocast_dtype: as for ``PolicyWorker``.
     """
 
     metric_prefix = "critic/"
@@ -82,6 +84,7 @@ class CriticWorker(TrainableWorker):
         gradient_checkpointing_use_reentrant: bool = False,
         dtype: str | torch.dtype = "float32",
         device: str | torch.device = "cpu",
+        autocast_dtype: torch.dtype | None = None,
     ):
         from transformers import AutoModel
 
@@ -98,12 +101,13 @@ class CriticWorker(TrainableWorker):
         model = ValueModel(backbone, algorithm_config.value_head_prefix)
         super().__init__(model, model_path, critic_config.optimizer_config, num_training_steps)
         self.value_clip = algorithm_config.value_clip
+        self.autocast_dtype = autocast_dtype
 
     @torch.no_grad()
     def compute_values(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         """Values ``[B, R]`` of the response tokens (no grad, eval mode), on the CPU: the batch's ``values``."""
         response_length = batch["response_mask"].shape[1]
-        with eval_mode(self.model):
+        with eval_mode(self.model), self._computing():
             chunks = [
                 self.model.values(micro["sequences"], micro["attention_mask"], response_length)
                 for micro in batch.to(self.device).chunk(micro_batch_size)

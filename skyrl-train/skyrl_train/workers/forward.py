@@ -109,7 +109,8 @@ def response_logprobs(
     pack: bool = False,
     prefix: SharedPrefix | None = None,
     uniform: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+    with_top1: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None] | tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Logprobs ``[B, R]`` of the last ``R = response_length`` tokens of ``sequences`` under ``model``.
 
     Differentiable when grad is enabled. With ``with_entropy``, also the entropy ``[B, R]`` of each of those
@@ -119,7 +120,8 @@ def response_logprobs(
     ``pack=True`` runs the rows as one packed row without padding (`skyrl_train.workers.packing`); each row's real
     tokens must then be contiguous. ``prefix``: a prefix every row starts with, already computed (e.g. once for all
     micro-batches of a mini-batch); it must end before each row's last prompt token. ``uniform``: the same forwards
-    whatever the rows (FSDP2 ranks; see the module docstring).
+    whatever the rows (FSDP2 ranks; see the module docstring). ``with_top1``: a third value ``[B, R]``, 1.0 where the
+    token is a most likely one of its distribution (token accuracy; no gradient), 0 on padding.
     """
     seqs, mask, kept = trim_padding(sequences, attention_mask, response_length)
     batch_size = sequences.shape[0]
@@ -128,7 +130,8 @@ def response_logprobs(
         if uniform:  # the other ranks' forward waits for this one; 0 x its output keeps a graph for their backward
             ones = torch.ones_like(sequences)
             zeros = zeros + 0.0 * head_outputs(model, 1, hidden=False, input_ids=sequences, attention_mask=ones).sum()
-        return zeros, (zeros.clone() if with_entropy else None)
+        empty = (zeros, (zeros.clone() if with_entropy else None))
+        return (*empty, zeros.detach().clone()) if with_top1 else empty
     if prefix is None and share_prefix and not uniform:
         prefix = SharedPrefix.of_rows(model, seqs, mask, kept + 1)
     head = chunkable_head(model)
@@ -148,36 +151,40 @@ def response_logprobs(
             temp,
             with_entropy=with_entropy,
             entropy_grad=entropy_grad,
+            with_top1=True,
         )
-        logprobs, entropy = (None if x is None else x.view(targets.shape) for x in flat)
+        logprobs, entropy, top1 = (None if x is None else x.view(targets.shape) for x in flat)
     else:
-        logprobs, entropy = _logits_logprobs(outputs, targets, temp, with_entropy, entropy_grad)
+        logprobs, entropy, top1 = _logits_logprobs(outputs, targets, temp, with_entropy, entropy_grad)
     if pack:  # back from the real response tokens to the [B, kept] grid
         grid = logprobs.new_zeros((batch_size, kept))
         logprobs = grid.index_put((rows, columns), logprobs)
         entropy = None if entropy is None else grid.index_put((rows, columns), entropy)
+        top1 = grid.detach().index_put((rows, columns), top1)
     else:
         logprobs = logprobs * response_mask.to(logprobs.dtype)
         entropy = None if entropy is None else entropy * response_mask.to(entropy.dtype)
-    return pad_response(logprobs, response_length), (
-        None if entropy is None else pad_response(entropy, response_length)
-    )
+        top1 = top1 * response_mask.to(top1.dtype)
+    out = (pad_response(logprobs, response_length), None if entropy is None else pad_response(entropy, response_length))
+    return (*out, pad_response(top1, response_length)) if with_top1 else out
 
 
 def _logits_logprobs(
     logits: torch.Tensor, targets: torch.Tensor, temp: float, with_entropy: bool, entropy_grad: bool
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Logprobs at ``targets`` (and entropy) from the model's own logits ``[..., V]``, for models `head_logprobs`
-    cannot serve."""
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Logprobs at ``targets``, entropy (or None) and top-1 indicators (as `head_logprobs`) from the model's own logits
+    ``[..., V]``, for models `head_logprobs` cannot serve."""
     if logits.dtype != torch.float32:
         logits = logits.float()
     if temp != 1.0:
         logits = logits / temp if logits.requires_grad else logits.div_(temp)
-    logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    target_logits = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    logprobs = target_logits - torch.logsumexp(logits, dim=-1)
+    top1 = (target_logits >= logits.amax(dim=-1)).float().detach()
     if not with_entropy:
-        return logprobs, None
+        return logprobs, None, top1
     with torch.set_grad_enabled(entropy_grad):
-        return logprobs, compute_entropy(logits)
+        return logprobs, compute_entropy(logits), top1
 
 
 def _last_logits(

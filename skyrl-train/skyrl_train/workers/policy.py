@@ -1,4 +1,5 @@
-"""``PolicyWorker``: the trained policy (LoRA or full fine-tuning), its PPO loss and health metrics.
+"""``PolicyWorker``: the trained policy (LoRA or full fine-tuning), its PPO loss and health metrics, and the supervised
+fine-tuning step (``sft_train``: the ``cross_entropy`` loss through the same forward/backward; see there).
 
 Loss of one mini-batch, every term reduced with the mini-batch's normaliser ``Z`` (``loss_reduction``)::
 
@@ -30,7 +31,7 @@ Metrics of ``ppo_train`` (prefix ``policy/``), averaged over the update's optimi
 
 Off-policy correction. The correction factor (TIS weight times kept-row mask) multiplies the per-token loss of the
 configured policy loss, built-in or custom, before the reduction; a batch without ``rollout_logprobs`` is refused
-when a correction is on.
+when a correction is on, and so is a custom loss that returns a loss it reduced itself (``algorithms.loss_calls``).
 
 Degenerate update. On the first mini-batch of the first epoch of on-policy PPO the old logprobs come from the
 very same weights, so every ratio is exactly 1: that is expected. After an optimizer step that really changed the
@@ -46,24 +47,35 @@ from __future__ import annotations
 import copy
 import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from skyrl_train.algorithms import PolicyLossRegistry, compute_approx_kl, compute_loss_normalizer, reduce_loss
+from skyrl_train.algorithms import (
+    LossReduction,
+    PolicyLossRegistry,
+    compute_approx_kl,
+    compute_loss_normalizer,
+    reduce_loss,
+)
+from skyrl_train.algorithms.loss_calls import call_policy_loss
 from skyrl_train.algorithms.off_policy import OffPolicyStats, correction_factor, finalize_is_ratio_std
 from skyrl_train.algorithms.policy_losses import LOG_RATIO_CLAMP, PolicyLossType
 from skyrl_train.models import load_causal_lm
-from skyrl_train.models.lora import apply_lora
+from skyrl_train.models.lora import ADAPTER_DIR, apply_lora, write_peft_adapter
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.forward import (
     batch_prefix,
     batched_response_logprobs,
+    eval_mode,
     has_active_dropout,
     response_logprobs,
 )
-from skyrl_train.workers.metrics import rollout_train_logprob_diff
+from skyrl_train.workers.lm_head import head_outside_autocast
+from skyrl_train.workers.metrics import combine_micro_metrics, rollout_train_logprob_diff
 from skyrl_train.workers.shared_prefix import SharedPrefix
 from skyrl_train.workers.trainable import MiniBatchInfo, TrainableWorker, enable_gradient_checkpointing
 
@@ -75,9 +87,9 @@ __all__ = ["PolicyWorker"]
 logger = logging.getLogger(__name__)
 
 LOSS_METRICS_PREFIX = "loss_metrics/"
-ZERO_AT_ZERO_ADVANTAGE = frozenset(PolicyLossType)
+ZERO_AT_ZERO_ADVANTAGE = frozenset(PolicyLossType) - {PolicyLossType.CROSS_ENTROPY}
 """Policy losses whose per-token loss is ``A`` times a finite factor, hence zero with a zero gradient where the
-advantage ``A`` is zero (a registered custom loss is not assumed to be)."""
+advantage ``A`` is zero (a registered custom loss is not assumed to be; ``cross_entropy`` reads no advantage)."""
 
 
 class PolicyWorker(TrainableWorker):
@@ -97,6 +109,8 @@ class PolicyWorker(TrainableWorker):
         sample_packing: ``trainer.use_sample_packing``: each micro-batch's rows go through the model packed into one
             row without padding (`skyrl_train.workers.packing`), in the update and the old-logprob passes; a prefix
             all rows of a mini-batch share is then computed once for all its micro-batches (`SharedPrefix`).
+        dtype, device: the weights' dtype and device.
+        autocast_dtype: the forwards run under autocast to it over the ``dtype`` weights (``TrainableWorker``).
     """
 
     metric_prefix = "policy/"
@@ -114,6 +128,7 @@ class PolicyWorker(TrainableWorker):
         dtype: str | torch.dtype = "float32",
         device: str | torch.device = "cpu",
         sample_packing: bool = False,
+        autocast_dtype: torch.dtype | None = None,
     ):
         model_path = policy_config.model.path
         if not model_path:
@@ -121,22 +136,33 @@ class PolicyWorker(TrainableWorker):
         model = load_causal_lm(model_path, dtype, device, **policy_config.model_config_kwargs)
         if gradient_checkpointing:
             enable_gradient_checkpointing(model, gradient_checkpointing_use_reentrant)
-        self.uses_lora = policy_config.model.lora.rank > 0
+        self.lora_config = policy_config.model.lora
+        self.uses_lora = self.lora_config.rank > 0
         if self.uses_lora:
-            model = apply_lora(model, policy_config.model.lora, task_type="CAUSAL_LM")
+            model = apply_lora(model, self.lora_config, task_type="CAUSAL_LM")
         super().__init__(model, model_path, policy_config.optimizer_config, num_training_steps)
         self.algorithm_config = algorithm_config
         self.temperature = temperature
         self.sample_packing = sample_packing
+        self.autocast_dtype = autocast_dtype
+        if autocast_dtype is not None:
+            head_outside_autocast(self.model)
         self._mini_batch_prefix: SharedPrefix | None = None
         """While `forward_backward` runs with sample packing: the mini-batch's shared prefix, or None."""
         self.policy_loss_fn = PolicyLossRegistry.get(algorithm_config.policy_loss_type)
+        self.sft_loss_fn = PolicyLossRegistry.get(PolicyLossType.CROSS_ENTROPY.value)
         self.corrects_off_policy = algorithm_config.off_policy_correction.enabled()
         """Whether the per-token policy loss is corrected with the rollout logprobs (``algorithms.off_policy``)."""
         self.stochastic_forward = has_active_dropout(self.model)
         """Whether the training-mode forward is random (dropout): its logprobs are then not the old policy's."""
         self._old_logprobs_from_forward = False
         """Set by `ppo_train` for a batch without old logprobs (see there)."""
+        self._supervised = False
+        """Set while `sft_train` / `sft_eval` run: the micro-batch loss is the SFT one (see there)."""
+        self.base_weights_folded = False
+        """The LoRA base weights are not the model path's: a warm start folded its adapter into them (`fold_adapter`,
+        or its saved result loaded). The adapter alone then describes no model anyone can load, so no PEFT adapter
+        folder is written (`write_adapter`); the merged HF export is the whole policy."""
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         """Logprobs ``[B, R]`` of the response tokens under the current weights (no grad, eval mode): the "old"
@@ -144,9 +170,10 @@ class PolicyWorker(TrainableWorker):
         return self._logprobs(batch.to(self.device), micro_batch_size).cpu()
 
     def _logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
-        return batched_response_logprobs(
-            self.model, batch, micro_batch_size, self.temperature, self.sample_packing, self.uniform_forwards
-        )
+        with self._computing():
+            return batched_response_logprobs(
+                self.model, batch, micro_batch_size, self.temperature, self.sample_packing, self.uniform_forwards
+            )
 
     def forward_backward(self, mini_batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
         """See `TrainableWorker.forward_backward`. With sample packing, a prefix all rows of the mini-batch share is
@@ -156,7 +183,8 @@ class PolicyWorker(TrainableWorker):
         if not self.sample_packing or self.uniform_forwards:
             return super().forward_backward(mini_batch, micro_batch_size)
         self.model.train()
-        self._mini_batch_prefix = batch_prefix(self.model, mini_batch, for_micro_batches=True)
+        with self._computing():
+            self._mini_batch_prefix = batch_prefix(self.model, mini_batch, for_micro_batches=True)
         try:
             metrics = super().forward_backward(mini_batch, micro_batch_size)
             if self._mini_batch_prefix is not None:
@@ -165,9 +193,104 @@ class PolicyWorker(TrainableWorker):
         finally:
             self._mini_batch_prefix = None
 
+    # ------------------------------------------------------------------------------ supervised fine-tuning
+
+    def sft_train(self, batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """One supervised fine-tuning step on ``batch``, one optimizer step, through the same forward/backward as a PPO
+        update (micro-batches, sample packing, a shared prefix computed once, gradient accumulation).
+
+        The loss is the ``cross_entropy`` policy loss (``−logp`` of every loss-masked token: the assistant tokens of
+        the conversations) at temperature 1, whatever the sampling temperature, reduced with ``token_mean`` over the
+        whole batch (every data-parallel rank's rows): the mean over its loss tokens, whatever the micro-batch size. No
+        KL or entropy term, whatever ``trainer.algorithm`` says. Returns (unprefixed) ``loss``, ``token_accuracy``
+        (the fraction of loss tokens that are a most likely token of their distribution), ``num_tokens`` (loss
+        tokens), ``grad_norm`` (before clipping), ``lr`` (of this step) and ``skipped_steps`` (1 for a non-finite
+        gradient norm)."""
+        batch = batch.to(self.device)
+        with self._supervised_loss():
+            metrics = self.forward_backward(batch, micro_batch_size)
+        step = self.optim_step()
+        return {
+            **metrics,
+            "grad_norm": step["grad_norm"],
+            "lr": step[self.lr_metric],
+            "skipped_steps": step["skipped_steps"],
+        }
+
+    @torch.no_grad()
+    def sft_eval(self, batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """``loss``, ``token_accuracy`` and ``num_tokens`` of ``sft_train`` on ``batch`` under the current weights, in
+        eval mode, without training."""
+        batch = batch.to(self.device)
+        metrics: dict[str, float] = {}
+        with self._supervised_loss(), eval_mode(self.model), self._computing():
+            info = self._mini_batch_info(batch)
+            for micro_batch in batch.chunk(micro_batch_size):
+                combine_micro_metrics(metrics, self._micro_batch_loss(micro_batch, info)[1])
+        combined: dict[str, float] = {}
+        for rank_metrics in self._gather(metrics):
+            combine_micro_metrics(combined, rank_metrics)
+        return combined
+
+    @contextmanager
+    def _supervised_loss(self) -> Iterator[None]:
+        self._supervised = True
+        try:
+            yield
+        finally:
+            self._supervised = False
+
+    def _sft_micro_batch_loss(
+        self, micro_batch: TrainingInputBatch, info: MiniBatchInfo
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        loss_mask = micro_batch["loss_mask"]
+        logprobs, _, top1 = response_logprobs(
+            self.model,
+            micro_batch["sequences"],
+            micro_batch["attention_mask"],
+            loss_mask.shape[1],
+            with_top1=True,
+            uniform=self.uniform_forwards,
+            pack=self.sample_packing,
+            prefix=self._mini_batch_prefix,
+        )
+        per_token, _ = self.sft_loss_fn(
+            logprobs, logprobs.detach(), torch.zeros_like(logprobs), self.algorithm_config, loss_mask
+        )
+        loss = reduce_loss(per_token, loss_mask, LossReduction.TOKEN_MEAN, normalizer=info.loss_normalizer)
+        metrics = {
+            "loss": loss.item(),
+            "token_accuracy": float((top1 * loss_mask).sum()) / info.num_tokens,
+            "num_tokens": float(loss_mask.sum()),
+        }
+        return loss, metrics
+
+    @torch.no_grad()
+    def fold_adapter(self) -> None:
+        """Add the LoRA adapter's update ``s·B·A`` into the base weights and start a fresh adapter (``A`` drawn again as
+        ``model.lora.init_method`` says, ``B`` zero): the policy computes what it did, and the model with the adapter
+        off (the KL reference of a LoRA policy) is now this policy instead of the model it was loaded from. What a warm
+        start does before RL (``trainer.warm_start_reference=warm_start``)."""
+        from peft.tuners.lora.layer import LoraLayer
+
+        if not self.uses_lora:
+            raise ValueError("fold_adapter needs a LoRA policy")
+        for module in self.model.modules():
+            if not isinstance(module, LoraLayer):
+                continue
+            for name in module.active_adapters:
+                if name in module.lora_A:
+                    weight = module.get_base_layer().weight
+                    weight += module.get_delta_weight(name).to(weight.dtype)
+                    module.reset_lora_parameters(name, self.model.peft_config[name].init_lora_weights)
+        self.weight_version.bump()
+        self.base_weights_folded = True
+
     # ----------------------------------------------------------------------------------------- loss
 
     def _loss_normalizer(self, loss_masks: list[torch.Tensor]) -> float:
+        if self._supervised:
+            return compute_loss_normalizer(loss_masks, LossReduction.TOKEN_MEAN)
         algo = self.algorithm_config
         return compute_loss_normalizer(loss_masks, algo.loss_reduction, algo.max_seq_len)
 
@@ -177,6 +300,8 @@ class PolicyWorker(TrainableWorker):
     def _micro_batch_loss(
         self, micro_batch: TrainingInputBatch, info: MiniBatchInfo
     ) -> tuple[torch.Tensor, dict[str, float]]:
+        if self._supervised:
+            return self._sft_micro_batch_loss(micro_batch, info)
         algo = self.algorithm_config
         loss_mask = micro_batch["loss_mask"]
         logprobs, entropy = response_logprobs(
@@ -195,19 +320,30 @@ class PolicyWorker(TrainableWorker):
         if self._old_logprobs_from_forward:
             old_logprobs.copy_(logprobs.detach())  # a view of the batch's tensor: fills it for the update metrics
         rollout_logprobs = micro_batch.get("rollout_logprobs")
-        per_token_loss, loss_metrics = self.policy_loss_fn(
+        result = call_policy_loss(
+            self.policy_loss_fn,
             logprobs,
             old_logprobs,
             micro_batch["advantages"],
-            loss_mask=loss_mask,
             config=algo,
+            loss_mask=loss_mask,
             rollout_logprobs=rollout_logprobs,
         )
+        per_token_loss, loss_metrics = result
+        if result.reduced and self.corrects_off_policy:
+            raise ValueError(
+                f"trainer.algorithm.policy_loss_type={algo.policy_loss_type!r} returns a reduced (0-dim) loss, which "
+                "trainer.algorithm.off_policy_correction cannot correct token by token: return the per-token loss "
+                "[B, T] (reduced by trainer.algorithm.loss_reduction), or turn the correction off"
+            )
         correction = None
         if self.corrects_off_policy:
             correction = correction_factor(old_logprobs, rollout_logprobs, loss_mask, algo.off_policy_correction)
             per_token_loss = per_token_loss * correction.factor
-        policy_loss = self._reduce(per_token_loss, loss_mask, info)
+        if result.reduced:  # the loss's own mean over this micro-batch: weighted by its share of the mini-batch's rows
+            policy_loss = per_token_loss * (loss_mask.shape[0] / info.num_rows)
+        else:
+            policy_loss = self._reduce(per_token_loss, loss_mask, info)
         entropy_term = self._reduce(entropy, loss_mask, info)
         loss = policy_loss - algo.entropy_loss_coef * entropy_term if algo.use_entropy_loss else policy_loss
         metrics = {
@@ -244,8 +380,9 @@ class PolicyWorker(TrainableWorker):
     def _adds_no_gradient(self, micro_batch: TrainingInputBatch) -> bool:
         """A built-in policy loss is zero, and so is its gradient, on tokens whose advantage is zero; a KL or entropy
         term is not (unless the loss mask is all zero)."""
-        if super()._adds_no_gradient(micro_batch):
-            return True
+        no_loss_token = super()._adds_no_gradient(micro_batch)
+        if no_loss_token or self._supervised:  # the SFT loss has no advantage
+            return no_loss_token
         algo = self.algorithm_config
         if algo.use_kl_loss or algo.use_entropy_loss or algo.policy_loss_type not in ZERO_AT_ZERO_ADVANTAGE:
             return False
@@ -326,11 +463,28 @@ class PolicyWorker(TrainableWorker):
 
     # ----------------------------------------------------------------------------------------- export
 
+    def save_checkpoint(self, folder: str | Path) -> None:
+        """`TrainableWorker.save_checkpoint`; with LoRA also the adapter in peft's format in ``ADAPTER_DIR``."""
+        super().save_checkpoint(folder)
+        if self.uses_lora:
+            self.write_adapter(self.trainable_state_dict(), Path(folder) / ADAPTER_DIR)
+
     def export_hf(self, folder: str | Path) -> None:
-        """Save a plain transformers model (LoRA merged into a copy of the weights) plus the tokenizer."""
+        """Save a plain transformers model (LoRA merged into a copy of the weights) plus the tokenizer; with LoRA also
+        the adapter in peft's format in ``ADAPTER_DIR`` beside it."""
         model = copy.deepcopy(self.model).merge_and_unload() if self.uses_lora else self.model
         model.save_pretrained(folder)
         self._tokenizer().save_pretrained(folder)
+        if self.uses_lora:
+            self.write_adapter(self.trainable_state_dict(), Path(folder) / ADAPTER_DIR)
+
+    def write_adapter(self, state: dict[str, torch.Tensor], folder: Path) -> None:
+        """Write the adapter weights `state` (`trainable_state_dict`) as a folder that ``PeftModel.from_pretrained(
+        base, folder)`` loads (`skyrl_train.models.lora.write_peft_adapter`); an empty `state` (an fsdp2 rank other
+        than 0, which holds no gathered weights) writes nothing, and so does a policy whose base weights a warm start
+        changed (`base_weights_folded`)."""
+        if state and not self.base_weights_folded:
+            write_peft_adapter(state, folder, self.lora_config, self.model_path)
 
 
 @torch.no_grad()

@@ -59,6 +59,14 @@ class Policy(Trainable, Protocol):
         """Save a plain transformers model (LoRA merged) with the tokenizer into ``folder``."""
         ...
 
+    def sft_train(self, batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """One supervised fine-tuning step (``cross_entropy``, one optimizer step); its unprefixed metrics."""
+        ...
+
+    def sft_eval(self, batch: TrainingInputBatch, micro_batch_size: int) -> dict[str, float]:
+        """The SFT loss and token accuracy of ``batch`` under the current weights, without training."""
+        ...
+
 
 @runtime_checkable
 class Reference(Protocol):

@@ -13,6 +13,9 @@ Checkpoint folder layout (one folder per model, e.g. ``global_step_N/policy/``):
     optimizer.pt        AdamW state_dict
     extra_state.pt      {"scheduler": LR scheduler state_dict, "rng": torch / cuda / python / numpy RNG states}
     huggingface/        model config and tokenizer
+    adapter/            the policy with LoRA only: the adapter in peft's format (``PolicyWorker.save_checkpoint``)
+
+Both ``.pt`` files hold plain data only and load with ``weights_only=True`` (`skyrl_train.utils.plain_data`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -32,6 +36,8 @@ from torch import nn
 from skyrl_train.models import load_tokenizer
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.types.weight_version import WeightVersion
+from skyrl_train.utils.device import autocast_to
+from skyrl_train.utils.plain_data import load_plain, save_plain
 from skyrl_train.workers.metrics import aggregate_step_metrics, combine_micro_metrics
 
 if TYPE_CHECKING:
@@ -75,7 +81,11 @@ class MiniBatchInfo(NamedTuple):
 
 
 def _rng_state() -> dict[str, Any]:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    """This process's RNG states as plain data (`skyrl_train.utils.plain_data`): numpy's Mersenne Twister key, a numpy
+    array, as a list of ints."""
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"] = {**numpy_state["state"], "key": numpy_state["state"]["key"].tolist()}
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": numpy_state}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -84,7 +94,9 @@ def _rng_state() -> dict[str, Any]:
 def _set_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    numpy_state = state["numpy"]
+    key = np.array(numpy_state["state"]["key"], dtype=np.uint32)
+    np.random.set_state({**numpy_state, "state": {**numpy_state["state"], "key": key}})
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
@@ -106,14 +118,34 @@ class TrainableWorker:
     def __init__(
         self, model: nn.Module, model_path: str, optimizer_config: OptimizerConfig, num_training_steps: int | None
     ):
-        from transformers import get_scheduler
-
         self.model = model
         self.model_path = model_path
         self._trainable = {name: p for name, p in model.named_parameters() if p.requires_grad}
         if not self._trainable:
             raise ValueError("the model has no trainable parameters")
         self._params = list(self._trainable.values())
+        self.weight_version = WeightVersion.of(model)
+        """Bumped by every optimizer step and checkpoint load: an engine generating from ``model`` keys its
+        prefix cache by it."""
+        self._build_optimizer(optimizer_config, num_training_steps)
+        self._loaded_tokenizer = None
+
+    @contextmanager
+    def separate_optimizer(self, optimizer_config: OptimizerConfig, num_training_steps: int | None) -> Iterator[None]:
+        """Inside the block, train with a new AdamW and LR schedule from ``optimizer_config`` (e.g. a warm start's SFT
+        steps); afterwards the worker's own optimizer and schedule are back, as they were (no moments, no step taken
+        by the block)."""
+        kept = self.optimizer, self.scheduler, self.max_grad_norm
+        self._build_optimizer(optimizer_config, num_training_steps)
+        try:
+            yield
+        finally:
+            self.optimizer, self.scheduler, self.max_grad_norm = kept
+
+    def _build_optimizer(self, optimizer_config: OptimizerConfig, num_training_steps: int | None) -> None:
+        """AdamW and the LR scheduler over the trainable parameters; every optimizer step bumps ``weight_version``."""
+        from transformers import get_scheduler
+
         self.optimizer = torch.optim.AdamW(
             self._params,
             lr=optimizer_config.lr,
@@ -127,17 +159,17 @@ class TrainableWorker:
             num_training_steps=num_training_steps,
         )
         self.max_grad_norm = optimizer_config.max_grad_norm
-        self.weight_version = WeightVersion.of(model)
-        """Bumped by every optimizer step and checkpoint load: an engine generating from ``model`` keys its
-        prefix cache by it."""
         self.weight_version.track_optimizer(self.optimizer)
-        self._loaded_tokenizer = None
 
     # ----------------------------------------------------------------------------------------- subclass hooks
 
     uniform_forwards: ClassVar[bool] = False
     """Whether every forward must run the same on every rank whatever its rows (FSDP2: forwards are collectives), so
     no prompt prefix is shared and no forward is skipped (`forward.response_logprobs`'s ``uniform``)."""
+
+    autocast_dtype: torch.dtype | None = None
+    """Set by subclasses: the forwards (and the loss) run under autocast to this dtype over the fp32 weights, the
+    backward and the optimizer in fp32 (`utils.device.Precision`); None: in the weights' dtype."""
 
     _gradient_scale: int = 1
     """Factor on each micro-batch loss before backward: the data-parallel world size when the gradient reduction
@@ -175,6 +207,10 @@ class TrainableWorker:
         """Where the model's parameters (this rank's shards with FSDP2) live, and batches are moved to."""
         return next(self.model.parameters()).device
 
+    def _computing(self) -> AbstractContextManager:
+        """The context a forward runs in: autocast to ``autocast_dtype`` when set."""
+        return autocast_to(self.device, self.autocast_dtype)
+
     @property
     def lr(self) -> float:
         """The learning rate the next optimizer step will use."""
@@ -192,20 +228,14 @@ class TrainableWorker:
         weights).
         """
         self.model.train()
-        masks = self._gather(mini_batch["loss_mask"])
-        info = MiniBatchInfo(
-            loss_normalizer=self._loss_normalizer(masks),
-            num_rows=sum(mask.shape[0] for mask in masks),
-            num_tokens=max(sum(float(mask.sum()) for mask in masks), 1.0),
-            num_sequences=max(sum(float((mask.sum(dim=-1) > 0).sum()) for mask in masks), 1.0),
-        )
+        info = self._mini_batch_info(mini_batch)
         metrics: dict[str, float] = {}
         micro_batches = mini_batch.chunk(micro_batch_size)
         # One gather for the whole mini-batch: the ranks' flags per micro-batch, a backward unless all ranks skip it.
         no_gradient = [self._adds_no_gradient(micro_batch) for micro_batch in micro_batches]
         backward = [not all(flags) for flags in zip(*self._gather(no_gradient), strict=True)]
         for micro_batch, needs_backward in zip(micro_batches, backward, strict=True):
-            with torch.set_grad_enabled(needs_backward):
+            with torch.set_grad_enabled(needs_backward), self._computing():
                 loss, micro_metrics = self._micro_batch_loss(micro_batch, info)
             if needs_backward:
                 (loss * self._gradient_scale if self._gradient_scale != 1 else loss).backward()
@@ -217,6 +247,16 @@ class TrainableWorker:
         for rank_metrics in self._gather(metrics):
             combine_micro_metrics(combined, rank_metrics)
         return self._finalize_step_metrics(combined)
+
+    def _mini_batch_info(self, mini_batch: TrainingInputBatch) -> MiniBatchInfo:
+        """The normalisers of ``mini_batch`` (of the global mini-batch: every data-parallel rank's part)."""
+        masks = self._gather(mini_batch["loss_mask"])
+        return MiniBatchInfo(
+            loss_normalizer=self._loss_normalizer(masks),
+            num_rows=sum(mask.shape[0] for mask in masks),
+            num_tokens=max(sum(float(mask.sum()) for mask in masks), 1.0),
+            num_sequences=max(sum(float((mask.sum(dim=-1) > 0).sum()) for mask in masks), 1.0),
+        )
 
     def optim_step(self) -> dict[str, float]:
         """Clip the accumulated gradient to ``max_grad_norm``, step optimizer and scheduler, zero the gradient.
@@ -306,8 +346,8 @@ class TrainableWorker:
         save_file(
             {name: p.detach().contiguous().cpu() for name, p in self._trainable.items()}, str(folder / MODEL_FILE)
         )
-        torch.save(self.optimizer.state_dict(), folder / OPTIMIZER_FILE)
-        torch.save({"scheduler": self.scheduler.state_dict(), "rng": _rng_state()}, folder / EXTRA_STATE_FILE)
+        save_plain(self.optimizer.state_dict(), folder / OPTIMIZER_FILE)
+        save_plain({"scheduler": self.scheduler.state_dict(), "rng": _rng_state()}, folder / EXTRA_STATE_FILE)
         self.model.config.save_pretrained(folder / HF_DIR)
         self._tokenizer().save_pretrained(folder / HF_DIR)
 
@@ -323,7 +363,7 @@ class TrainableWorker:
                 f"(missing e.g. {missing}, unexpected e.g. {unexpected}); was it saved with another LoRA setting?"
             )
         self.model.load_state_dict(weights, strict=False)  # every other key is frozen; bumps `weight_version`
-        self.optimizer.load_state_dict(torch.load(folder / OPTIMIZER_FILE, weights_only=True))
-        extra = torch.load(folder / EXTRA_STATE_FILE, weights_only=False)
+        self.optimizer.load_state_dict(load_plain(folder / OPTIMIZER_FILE))
+        extra = load_plain(folder / EXTRA_STATE_FILE)
         self.scheduler.load_state_dict(extra["scheduler"])
         _set_rng_state(extra["rng"])

@@ -9,6 +9,7 @@ from skyrl_train.utils.ppo_utils import (
     PolicyLossRegistry,
     compute_advantages_and_returns,
     compute_grpo_outcome_advantage,
+    cross_entropy_loss,
     dual_clip_policy_loss,
     gspo_policy_loss,
     ppo_policy_loss,
@@ -36,10 +37,11 @@ def test_builtin_estimators_are_registered_under_upstream_names():
 
 
 def test_builtin_policy_losses_are_registered_under_upstream_names():
-    assert PolicyLossRegistry.list_available() == ["dual_clip", "gspo", "regular"]
+    assert PolicyLossRegistry.list_available() == ["cross_entropy", "dual_clip", "gspo", "regular"]
     assert PolicyLossRegistry.get("regular") is ppo_policy_loss
     assert PolicyLossRegistry.get("dual_clip") is dual_clip_policy_loss
     assert PolicyLossRegistry.get("gspo") is gspo_policy_loss
+    assert PolicyLossRegistry.get("cross_entropy") is cross_entropy_loss
 
 
 def test_register_then_get_returns_the_function(cleanup):
@@ -81,7 +83,7 @@ def test_unknown_name_error_lists_available_names():
         ValueError, match=r"Unknown advantage estimator 'nope'\. Available: gae, grpo, reinforce\+\+, rloo"
     ):
         AdvantageEstimatorRegistry.get("nope")
-    with pytest.raises(ValueError, match="Available: dual_clip, gspo, regular"):
+    with pytest.raises(ValueError, match="Available: cross_entropy, dual_clip, gspo, regular"):
         PolicyLossRegistry.get("nope")
 
 

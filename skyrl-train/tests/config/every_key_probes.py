@@ -31,6 +31,10 @@ from skyrl_train.distributed.worker_groups import fsdp2_roles
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.fully_async_trainer import generation_worker_count
 from skyrl_train.inference_engines.vllm.engine_config import engine_bundles, engine_kwargs
+from skyrl_train.models import load_tokenizer
+from skyrl_train.sft.encoding import sft_datasets
+from skyrl_train.sft.trainer import sft_optimizer_config, total_steps
+from skyrl_train.sft.warm_start import WarmStart
 from skyrl_train.storage.settings import S3Settings
 from skyrl_train.testing import tiny_model_path
 from skyrl_train.trainer import PPOTrainer
@@ -138,6 +142,23 @@ def write_data(workdir: Path) -> None:
     for row in splits["train"] + splits["validation"]:
         row["env_class"] = None
     write_dataset(splits, workdir / "gsm8k")
+    chats = [_chat(i) for i in range(4)]
+    (workdir / "chats.jsonl").write_text("".join(json.dumps(row) + "\n" for row in chats))
+    (workdir / "chats_other.jsonl").write_text("".join(json.dumps(_chat(i + 10)) + "\n" for i in range(2)))
+
+
+def _chat(i: int) -> dict[str, Any]:
+    """An SFT row (skyrl_train.sft): a tool conversation under `messages`, another under `chat`, tools under
+    `functions`."""
+    call = {"type": "function", "function": {"name": "add", "arguments": {"a": i, "b": i}}}
+    messages = [
+        {"role": "user", "content": f"What is {i}+{i}?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": str(2 * i)},
+        {"role": "assistant", "content": f"It is {2 * i}."},
+    ]
+    chat = [{"role": "user", "content": f"Say {i}."}, {"role": "assistant", "content": str(i)}]
+    return {"messages": messages, "chat": chat, "functions": [{"type": "function", "function": {"name": "add"}}]}
 
 
 def _outcome(build: Callable[[], Any]) -> Any:
@@ -153,7 +174,7 @@ def _outcome(build: Callable[[], Any]) -> Any:
 
 def _loader_batches(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
     exp = BasePPOExp(cfg)
-    dataset = exp.get_train_dataset(exp.get_tokenizer())
+    dataset = exp.get_train_dataset()
     loader = exp.get_train_loader(dataset)
     batches = [[p[0]["content"] for p in batch["prompt"]] for batch in loader]
     return {
@@ -222,7 +243,7 @@ def _workers(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
     torch.manual_seed(0)  # LoRA init
     policy, ref, critic = BasePPOExp(cfg).get_workers(10)
     facts: dict[str, Any] = {f"policy.{k}": v for k, v in _trainable_facts(policy).items()}
-    facts["policy.dtype"] = str(next(policy.model.parameters()).dtype)
+    facts["policy.compute_dtype"] = str(policy.autocast_dtype or next(policy.model.parameters()).dtype)
     facts["policy.weights"] = _q_proj_sum(policy.model)
     facts["policy.attention_dropout"] = policy.model.config.attention_dropout
     facts["ref"] = None if ref is None else type(ref).__name__
@@ -248,6 +269,17 @@ def _strategy(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
 
 
 STRATEGY = Probe("the training strategy and device", _strategy)
+
+
+def _added_keys(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
+    run_cfg = BasePPOExp(cfg).cfg  # what the run's trainer and generator hooks receive
+    return {
+        "trainer.algorithm": run_cfg.trainer.algorithm.get("overlong_buffer_len"),
+        "generator": run_cfg.generator.get("miniswe_traj_dir"),
+    }
+
+
+ADDED_KEYS = Probe("keys added with `+`, as custom code reads them from the run's config", _added_keys)
 
 
 # --------------------------------------------------------------------------------- a policy and critic update
@@ -415,7 +447,7 @@ def _generation_prompt(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
     exp = BasePPOExp(cfg)
     tokenizer = exp.get_tokenizer()
     tokenizer.chat_template = THINKING_TEMPLATE
-    return {"text": tokenizer.decode(exp.get_generator(None, tokenizer).generation_prompt_ids)}
+    return {"text": tokenizer.decode(exp.get_generator(exp.cfg, tokenizer, None).generation_prompt_ids)}
 
 
 GENERATION_PROMPT = Probe("the generator's generation prompt (a template that reads `think`)", _generation_prompt)
@@ -430,7 +462,7 @@ def _generation(phase: str) -> Callable[[SkyRLConfig, Path], dict[str, Any]]:
         tokenizer = exp.get_tokenizer()
         policy, _, _ = exp.get_workers(10)
         engine = exp.get_inference_engine(policy, tokenizer)
-        generator = exp.get_generator(engine, tokenizer)
+        generator = exp.get_generator(exp.cfg, tokenizer, engine)
         outputs = []
         generate = generator.generate
 
@@ -447,8 +479,8 @@ def _generation(phase: str) -> Callable[[SkyRLConfig, Path], dict[str, Any]]:
             return await engine_generate(input_batch)
 
         engine.generate = recorded_engine
-        train_loader = exp.get_train_loader(exp.get_train_dataset(tokenizer))
-        eval_dataset = exp.get_eval_dataset(tokenizer)
+        train_loader = exp.get_train_loader(exp.get_train_dataset())
+        eval_dataset = exp.get_eval_dataset()
         eval_loader = PromptDataLoader.for_eval(eval_dataset, cfg.trainer.eval_batch_size) if eval_dataset else None
         trainer = PPOTrainer(
             cfg, None, tokenizer, train_loader, eval_loader, generator, policy, inference_engine=engine
@@ -498,13 +530,16 @@ EVAL_GENERATION = Probe("an eval's rollouts (real generator, hf engine)", _gener
 # ------------------------------------------------------------------------------------------ a tiny training run
 
 
+DATA_FILES = ("gsm8k", "prompts.jsonl", "other.jsonl", "chats.jsonl", "chats_other.jsonl")
+"""What `write_data` writes."""
+
+
 def _tree(root: Path) -> list[str]:
     """Folders and files up to three levels under `root` (without the data files)."""
     return sorted(
         str(p.relative_to(root))
         for p in root.glob("**/*")
-        if len(p.relative_to(root).parts) <= 3
-        and p.parts[len(root.parts)] not in ("gsm8k", "prompts.jsonl", "other.jsonl")
+        if len(p.relative_to(root).parts) <= 3 and p.parts[len(root.parts)] not in DATA_FILES
     )
 
 
@@ -512,8 +547,8 @@ def _run(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
     calls: list[tuple] = []
 
     class Recorded(BasePPOExp):
-        def get_generator(self, engine, tokenizer):
-            generator = super().get_generator(engine, tokenizer)
+        def get_generator(self, cfg, tokenizer, engine):
+            generator = super().get_generator(cfg, tokenizer, engine)
             generate = generator.generate
 
             async def recorded(generator_input):
@@ -550,6 +585,51 @@ RUN = Probe(
         "trainer.algorithm.use_kl_loss=false",
         "trainer.dump_eval_results=false",
     ),
+)
+
+
+# ------------------------------------------------------------------------------------------- supervised fine-tuning
+
+
+def _sft(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
+    tokenizer = load_tokenizer(cfg.trainer.policy.model.path)
+
+    def facts() -> dict[str, Any]:
+        train, evaluation = sft_datasets(cfg, tokenizer)
+        loader = PromptDataLoader(train, cfg.sft.batch_size, seed=cfg.trainer.seed, collate_fn=len)
+        return {
+            "conversations": len(train),
+            "eval_conversations": None if evaluation is None else len(evaluation),
+            "response_ids": train[0].response_ids,
+            "loss_tokens": [sum(example.loss_mask) for example in train],
+            "truncated": train.truncated_rows,
+            "steps": total_steps(cfg, len(train)),
+            "batch_sizes": list(loader),
+            "lr": sft_optimizer_config(cfg).lr,
+        }
+
+    result = _outcome(facts)
+    return {"outcome": None, **result} if isinstance(result, dict) else {"outcome": result}
+
+
+SFT = Probe(
+    "the SFT data, steps and optimizer (skyrl_train.sft)",
+    _sft,
+    ("sft.train_data=[{workdir}/chats.jsonl]", "sft.batch_size=2"),
+)
+
+
+def _warm_start(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
+    torch.manual_seed(0)
+    policy, ref, _ = BasePPOExp(cfg).get_workers(10)
+    warm_start = WarmStart(cfg, load_tokenizer(cfg.trainer.policy.model.path), policy, ref)
+    return {"fold": warm_start.fold, "reference_takes_policy": warm_start.reference_takes_policy}
+
+
+WARM_START = Probe(
+    "the warm start's switch to RL (skyrl_train.sft.warm_start)",
+    _warm_start,
+    ("trainer.warm_start=true", "sft.train_data=[{workdir}/chats.jsonl]", "trainer.policy.model.lora.rank=4"),
 )
 
 
@@ -619,6 +699,8 @@ def _remote(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
         "engine": type(engine).__name__,
         "urls": [getattr(e, "url", None) for e in engines],
         "model_names": [getattr(e, "model_name", None) for e in engines],
+        "api_keys": [getattr(e, "api_key", None) for e in engines],
+        "control_tokens": [getattr(e, "control_token", None) for e in engines],
         "weight_sync_ranks": _outcome(engine.weight_sync_ranks),
         "sync": sender if isinstance(sender, str) else _sync_facts(sender),
     }
@@ -699,7 +781,10 @@ def _endpoint(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
     endpoint = exp.get_http_endpoint(engine=None, tokenizer=exp.get_tokenizer())
     if endpoint is None:
         return {"endpoint": None}
-    return {"endpoint": (endpoint.served_model_name, endpoint.server.host, endpoint.server.port)}
+    return {
+        "endpoint": (endpoint.served_model_name, endpoint.server.host, endpoint.server.port),
+        "api_key": endpoint.access.api_key,
+    }
 
 
 ENDPOINT = Probe("the HTTP endpoint (not started)", _endpoint, ("generator.enable_http_endpoint=true",))
@@ -707,7 +792,7 @@ ENDPOINT = Probe("the HTTP endpoint (not started)", _endpoint, ("generator.enabl
 
 def _env_runner(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
     exp = BasePPOExp(cfg)
-    runner = exp.get_generator(None, exp.get_tokenizer()).env_runner
+    runner = exp.get_generator(exp.cfg, exp.get_tokenizer(), None).env_runner
     session = runner.open(TURNS_ENV, {})
     runner.shutdown()
     return {

@@ -68,6 +68,23 @@ def test_a_long_value_is_shortened_in_the_log():
     assert text.splitlines()[1] == f"  trainer.run_name: 'a' -> '{'x' * 96}...  [override]"
 
 
+def test_secret_values_are_redacted_in_the_log_and_their_keys_still_named():
+    user = "environment.skyrl_gym.tau_bench.user"
+    server_env = "environment.skyrl_gym.mcp_tool.servers.demo.env"
+    loaded = resolve_config(
+        [
+            f"+{user}.api_key=sk-planted-1",
+            f"+{server_env}.SERVICE_URL=https://u:planted@h",  # pragma: allowlist secret
+            f"+{user}.model=m",
+        ]
+    )
+    lines = format_config_changes(config_changes(loaded)).splitlines()
+    assert f"  {user}.api_key: (unset) -> '<redacted>'  [override]" in lines
+    assert f"  {server_env}.SERVICE_URL: (unset) -> '<redacted>'  [override]" in lines
+    assert f"  {user}.model: (unset) -> 'm'  [override]" in lines
+    assert "planted" not in "\n".join(lines)
+
+
 def test_the_command_line_applies_presets_and_logs_the_changes_once(tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "p.yaml", "trainer:\n  epochs: 3\n")

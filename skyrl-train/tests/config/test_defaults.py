@@ -70,6 +70,7 @@ def test_deviating_defaults_are_the_documented_ones(cfg):
         "trainer.policy.optimizer_config.offload_after_step",
         "trainer.critic.optimizer_config.offload_after_step",
         "trainer.fully_async.max_staleness_steps",
+        "sft.train_on_what",
     ]
     for key, upstream, ours, _ in UPSTREAM_DEVIATIONS:
         assert (_scalar(value_of(cfg, key)), upstream != ours) == (ours, True), key

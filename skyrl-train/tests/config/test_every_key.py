@@ -33,6 +33,7 @@ from skyrl_train.config.schema import extra_keys_field
 from skyrl_train.config.support import CONDITIONAL, NOT_IMPLEMENTED, default_of
 
 from .every_key_probes import (
+    ADDED_KEYS,
     CHECKPOINTS,
     DYNAMIC_SAMPLER,
     ENDPOINT,
@@ -45,6 +46,7 @@ from .every_key_probes import (
     REMOTE_ENGINES,
     RUN,
     S3,
+    SFT,
     SHARDING,
     STEP,
     STRATEGY,
@@ -53,6 +55,7 @@ from .every_key_probes import (
     TURNS_ENV,
     UPDATE,
     VLLM_ARGS,
+    WARM_START,
     WORKERS,
     Probe,
     config_for,
@@ -138,6 +141,7 @@ _VLLM = (
     "skyrl-train/tests/inference_engines/vllm/test_vllm_engine.py::test_greedy_token_ids_equal_transformers_generate"
 )
 _ENDPOINT = "skyrl-train/tests/serve/test_policy_endpoint.py::test_training_serves_the_live_policy_while_generating"
+_UPSTREAM_PORTS = "skyrl-train/tests/upstream_ports/test_upstream_ports.py::test_dapo_trainer_reads_its_added_keys"
 _OPTIMIZER_KEYS = ("lr", "adam_betas", "weight_decay", "max_grad_norm", "num_warmup_steps", "scheduler")
 
 
@@ -284,6 +288,11 @@ ROWS: dict[str, Refused | Effect | Open] = {
     "trainer.algorithm.max_seq_len": Effect(
         UPDATE, "64", "policy/policy_loss", where("trainer.algorithm.loss_reduction=seq_mean_token_sum_norm")
     ),
+    f"trainer.algorithm.{OPEN_KEY}": Open(
+        "overlong_buffer_len",
+        Effect(ADDED_KEYS, "512", "trainer.algorithm", expect=512, slow=_UPSTREAM_PORTS),
+        refused="eps_clip_hihg",
+    ),
     "trainer.train_batch_size": Effect(LOADER, "4", "batch_sizes", expect=[4, 4]),
     "trainer.policy_mini_batch_size": Effect(STEP, "1", "calls"),
     "trainer.critic_mini_batch_size": Effect(STEP, "1", "calls", where(CRITIC, "trainer.critic_mini_batch_size=2")),
@@ -298,6 +307,11 @@ ROWS: dict[str, Refused | Effect | Open] = {
     "trainer.hf_save_interval": Effect(RUN, "1", "tree", where("trainer.epochs=2")),
     "trainer.ckpt_path": Effect(RUN, "{workdir}/elsewhere", "tree"),
     "trainer.export_path": Effect(RUN, "{workdir}/elsewhere", "tree"),
+    # No Hub here (or no token / offline mode anywhere else): the preflight refuses, naming the repo.
+    "trainer.push_to_hub": Effect(RUN, "true", "outcome", together=("trainer.hub_model_id=skyrl-tests/tiny",)),
+    "trainer.hub_model_id": Effect(
+        RUN, "skyrl-tests/other", "outcome", where("trainer.push_to_hub=true", "trainer.hub_model_id=skyrl-tests/tiny")
+    ),
     "trainer.max_ckpts_to_keep": Effect(CHECKPOINTS, "2", "kept", expect=[2, 3]),
     "trainer.resume_mode": Effect(CHECKPOINTS, "none", "resume_from", expect=None),
     "trainer.resume_path": Effect(
@@ -330,13 +344,13 @@ ROWS: dict[str, Refused | Effect | Open] = {
         TRAINER_LOOP, "3", "generation_workers", where(ASYNC), expect=3
     ),
     "trainer.fully_async.default_correction": Effect(TRAINER_LOOP, "false", "tis", where(ASYNC), expect=None),
-    "trainer.bf16": Effect(WORKERS, "true", "policy.dtype", expect="torch.bfloat16"),
+    "trainer.bf16": Effect(WORKERS, "true", "policy.compute_dtype", expect="torch.bfloat16"),
     "trainer.device": Effect(STRATEGY, "cpu" if torch.cuda.is_available() else "cuda", "device"),
     "trainer.cpu_threads": Effect(HF_ENGINE, "1", "num_threads", expect=1),
     "trainer.max_prompt_length": Effect(LOADER, "70", "dataset_size", expect=8),
     "trainer.project_name": Effect(S3, "other_project", "settings"),
     "trainer.run_name": Effect(S3, "other_run", "settings"),
-    "trainer.logger": Effect(RUN, "jsonl", "tree"),
+    "trainer.logger": Effect(RUN, "tensorboard", "tree"),
     "trainer.dump_data_batch": Effect(STEP, "true", "dumped", expect=["global_step_0_training_input.pkl"]),
     "trainer.dump_eval_results": Effect(RUN, "true", "tree"),
     # ------------------------------------------------------------------------------------------- generator
@@ -347,6 +361,7 @@ ROWS: dict[str, Refused | Effect | Open] = {
     "generator.http_endpoint_host": Effect(ENDPOINT, "127.0.0.2", "endpoint", slow=_ENDPOINT),
     "generator.http_endpoint_port": Effect(ENDPOINT, "0", "endpoint", slow=_ENDPOINT),
     "generator.served_model_name": Effect(ENDPOINT, "served", "endpoint", slow=_ENDPOINT),
+    "generator.http_endpoint_api_key": Effect(ENDPOINT, "sk-endpoint", "api_key", expect="sk-endpoint"),
     "generator.n_samples_per_prompt": Effect(TRAIN_GENERATION, "3", "rows", expect=[3]),
     "generator.max_input_length": Effect(
         TRAIN_GENERATION, "200", "rewards", where("trainer.max_prompt_length=60", "generator.max_turns=3")
@@ -375,10 +390,29 @@ ROWS: dict[str, Refused | Effect | Open] = {
     "generator.eval_n_samples_per_prompt": Effect(EVAL_GENERATION, "2", "rows", expect=[4]),
     "generator.trajectory_timeout_seconds": Effect(TRAIN_GENERATION, "1e-9", "stop_reasons"),
     "generator.inject_context_status": Effect(TRAIN_GENERATION, "true", "response_ids", where(MULTI_TURN)),
+    f"generator.{OPEN_KEY}": Open(
+        "miniswe_traj_dir", Effect(ADDED_KEYS, "/tmp/trajs", "generator", expect="/tmp/trajs"), refused="max_turn"
+    ),
     # ----------------------------------------------------------------------------------------- environment
     "environment.env_class": Effect(TRAIN_GENERATION, "gsm8k", "rewards"),
     "environment.skyrl_gym.max_env_workers": Effect(ENV_RUNNER, "0", "pool_threads", expect=0),
     f"environment.skyrl_gym.{OPEN_KEY}": Open(TURNS_ENV, Effect(ENV_RUNNER, "{reward: 0.5}", "env")),
+    # ------------------------------------------------------------------- sft (main_sft, trainer.warm_start)
+    "sft.train_data": Effect(SFT, "[{workdir}/chats_other.jsonl]", "conversations", expect=2),
+    "sft.eval_data": Effect(SFT, "[{workdir}/chats.jsonl]", "eval_conversations", expect=4),
+    "sft.messages_key": Effect(SFT, "chat", "response_ids"),
+    "sft.tools_key": Effect(SFT, "functions", "outcome"),  # the tiny model's template renders no tools: refused
+    "sft.max_length": Effect(SFT, "20", "outcome"),
+    "sft.truncation": Effect(SFT, "truncate", "outcome", where("sft.max_length=60"), expect=None),
+    "sft.train_on_what": Effect(SFT, "last_assistant_message", "loss_tokens"),
+    "sft.num_steps": Effect(SFT, "3", "steps", expect=3),
+    "sft.num_epochs": Effect(SFT, "2", "steps", expect=4),
+    "sft.batch_size": Effect(SFT, "1", "batch_sizes", expect=[1, 1, 1, 1]),
+    "sft.lr": Effect(SFT, "0.5", "lr", expect=0.5),
+    "trainer.warm_start": Effect(
+        RUN, "true", "tree", where("sft.train_data=[{workdir}/chats.jsonl]", "sft.batch_size=2")
+    ),
+    "trainer.warm_start_reference": Effect(WARM_START, "base", "fold", expect=False),
     # ------------------------------------------------------- fsdp2 on Ray (cpu_offload: GPU-only, refused)
     "trainer.strategy": Effect(STRATEGY, "fsdp2", "strategy", expect="FSDP2", slow=_KILL_RESUME),
     "trainer.placement.colocate_all": Effect(PLACEMENT, "false", "roles", slow=_COLOCATE_ALL),
@@ -493,6 +527,10 @@ ROWS: dict[str, Refused | Effect | Open] = {
         REMOTE_ENGINES, "[127.0.0.1:8102]", "urls", expect=["http://127.0.0.1:8102"]
     ),
     "generator.override_existing_update_group": Effect(REMOTE_ENGINES, "disable", "sync"),
+    "generator.remote_inference_engine_api_key": Effect(REMOTE_ENGINES, "sk-remote", "api_keys", expect=["sk-remote"]),
+    "generator.remote_inference_engine_control_token": Effect(
+        REMOTE_ENGINES, "ctl-remote", "control_tokens", expect=["ctl-remote"]
+    ),
     "generator.model_name": Effect(REMOTE_ENGINES, "served-policy", "model_names", expect=["served-policy"]),
     "generator.model_dtype": Effect(VLLM_ARGS, "float32", "engine_args", slow=_VLLM),
     "generator.num_inference_engines": Effect(VLLM_ARGS, "2", "engines", expect=2, slow=_VLLM),
@@ -513,7 +551,7 @@ ROWS: dict[str, Refused | Effect | Open] = {
     "generator.rope_scaling": Refused("{rope_type: linear, factor: 2.0}"),
     "generator.rope_theta": Refused("500000.0"),
     "generator.async_engine": Refused("false"),
-    "generator.batched": Refused("true"),
+    "generator.batched": Effect(TRAIN_GENERATION, "true", "rewards"),
     "generator.chat_template.source": Refused("file"),
     "generator.chat_template.name_or_path": Refused("/tmp/template.jinja"),
 }
@@ -639,4 +677,4 @@ def test_an_open_block_refuses_keys_nothing_reads(key, row):
     extra = key.replace(OPEN_KEY, name)
     with pytest.raises(ConfigError) as error:
         load_config([f"+{extra}=1"])
-    assert any(p.startswith(extra) for p in error.value.problems), error.value.problems
+    assert any(p.startswith(extra) or f"'{extra}'" in p for p in error.value.problems), error.value.problems

@@ -32,6 +32,7 @@ from skyrl_train.models import load_causal_lm, load_tokenizer
 from skyrl_train.storage.settings import S3Settings
 from skyrl_train.testing import on_every_device, tiny_model_path
 from skyrl_train.training_batch import TrainingInputBatch
+from skyrl_train.utils.device import cpu_has_amx_bf16
 from skyrl_train.workers import CriticWorker, PolicyWorker, RefWorker
 
 
@@ -152,10 +153,14 @@ def test_paths_bf16_and_checkpointing_decide_the_workers(tiny, tmp_path):
         "trainer.gradient_checkpointing=true",
         "trainer.gradient_checkpointing_use_reentrant=true",
     ).get_workers(10)
-    assert next(policy.model.parameters()).dtype == torch.bfloat16
-    assert isinstance(critic, CriticWorker) and next(critic.model.parameters()).dtype == torch.bfloat16
+    # bf16 weights on a GPU; on the CPU fp32 weights under bf16 autocast
+    weights = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    assert isinstance(critic, CriticWorker)
+    for worker in (policy, ref, critic):
+        assert next(worker.model.parameters()).dtype == weights
+        assert (worker.autocast_dtype or weights) == torch.bfloat16
     name = "model.layers.0.self_attn.q_proj.weight"
-    expected = {path: load_causal_lm(path).get_parameter(name).to(torch.bfloat16) for path in (tiny, other)}
+    expected = {path: load_causal_lm(path).get_parameter(name).to(weights) for path in (tiny, other)}
     assert torch.equal(policy.model.get_parameter(name), expected[tiny])
     assert torch.equal(ref.model.get_parameter(name), expected[other])
     layer = policy.model.model.layers[0]
@@ -172,14 +177,20 @@ def test_device_and_an_unset_bf16_place_the_workers_and_pick_their_dtype(tiny, t
     with caplog.at_level(logging.INFO, logger="skyrl_train.entrypoints.main_base"):
         exp.log_device()
     policy, _, critic = exp.get_workers(10)
+    # CUDA: bf16 weights. The CPU: fp32 weights, under bf16 autocast where it has AMX bf16 (tests/utils/test_device.py
+    # checks the choice for both kinds of CPU).
     expected_dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    expected_autocast = torch.bfloat16 if device == "cpu" and cpu_has_amx_bf16() else None
     for worker in (policy, critic):
         param = next(worker.model.parameters())
-        assert (param.device.type, param.dtype) == (device, expected_dtype)
-    dtype_name = str(expected_dtype).removeprefix("torch.")
-    assert (
-        f"(trainer.device={device}) in {dtype_name} (trainer.bf16 unset: bf16 on CUDA, fp32 on the CPU)" in caplog.text
-    )
+        assert (param.device.type, param.dtype, worker.autocast_dtype) == (device, expected_dtype, expected_autocast)
+    regime = {
+        ("cuda", None): "bfloat16 weights (trainer.bf16 unset: bf16 on CUDA)",
+        ("cpu", None): "float32 (trainer.bf16 unset and the CPU has no AMX bf16)",
+        ("cpu", torch.bfloat16): "bf16 autocast over fp32 weights in training, bf16 weights in the hf engine "
+        "(trainer.bf16 unset and the CPU has AMX bf16)",
+    }[device, expected_autocast]
+    assert f"(trainer.device={device}) in {regime}" in caplog.text
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
@@ -356,8 +367,8 @@ def test_a_two_step_run_follows_the_loop_batch_eval_dump_and_checkpoint_keys(tin
     calls: list[tuple] = []
 
     class Recorded(type(exp)):
-        def get_generator(self, engine, tokenizer):
-            generator = super().get_generator(engine, tokenizer)
+        def get_generator(self, cfg, tokenizer, engine):
+            generator = super().get_generator(cfg, tokenizer, engine)
             generate = generator.generate
 
             async def recorded(generator_input):
@@ -423,7 +434,7 @@ def test_balance_by_gives_every_training_batch_one_prompt_of_each_data_source(ti
     sources = {}
     for balance_by in ("null", "data_source"):
         exp = experiment(tiny, tmp_path, *overrides, f"data.balance_by={balance_by}")
-        loader = exp.get_train_loader(exp.get_train_dataset(load_tokenizer(tiny)))
+        loader = exp.get_train_loader(exp.get_train_dataset())
         sources[balance_by] = [sorted(e["data_source"] for e in batch["env_extras"]) for batch in loader]
     assert sources["data_source"] == [["a", "b"]] * 4
     assert sources["null"] == [["a", "b"], ["a", "b"], ["a", "a"], ["b", "b"]]  # a plain shuffle (seed 42)

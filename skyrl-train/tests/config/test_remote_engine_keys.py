@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from skyrl_train.config import load_config
+from skyrl_train.config import ConfigError, load_config
+from skyrl_train.config.schema import to_dict
 from skyrl_train.entrypoints.main_base import BasePPOExp
 from skyrl_train.inference_engines.client import InferenceEngineClient
 from skyrl_train.testing import tiny_model, tiny_tokenizer  # noqa: F401
+from skyrl_train.utils.redact import REDACTED, is_secret_name, redact_secrets
 
 REMOTE = [
     "generator.run_engines_locally=false",
@@ -68,3 +70,27 @@ def test_nccl_weight_sync_without_cuda_is_refused_before_training(tmp_path, tiny
     exp = experiment(tmp_path, *REMOTE)  # weight_sync_backend defaults to nccl
     with pytest.raises(ValueError, match="set generator.weight_sync_backend=gloo"):
         exp.get_weight_sync(exp.get_inference_engine(None, tiny_tokenizer), policy=None)
+
+
+def test_remote_engines_never_sync_by_cuda_ipc_and_its_key_is_refused_for_them(tmp_path, tiny_tokenizer):  # noqa: F811
+    with pytest.raises(ConfigError, match="generator.weight_transfer_threshold_cuda_ipc_GB"):
+        experiment(tmp_path, *REMOTE, "generator.weight_transfer_threshold_cuda_ipc_GB=2.0")
+    exp = experiment(tmp_path, *REMOTE, "generator.weight_sync_backend=gloo")
+    assert exp.get_weight_sync(exp.get_inference_engine(None, tiny_tokenizer), policy=None).mode == "broadcast"
+
+
+def test_the_engine_credentials_are_secret_names_so_every_redaction_hides_them(tmp_path):
+    cfg = load_config(
+        [
+            f"trainer.export_path={tmp_path}",
+            *REMOTE,
+            "generator.remote_inference_engine_api_key=sk-remote",  # pragma: allowlist secret
+            "generator.remote_inference_engine_control_token=ctl-remote",  # pragma: allowlist secret
+        ]
+    )
+    shown = redact_secrets(to_dict(cfg))["generator"]
+    assert (shown["remote_inference_engine_api_key"], shown["remote_inference_engine_control_token"]) == (
+        REDACTED,
+        REDACTED,
+    )
+    assert is_secret_name("generator.http_endpoint_api_key")

@@ -154,6 +154,15 @@ def test_logprobs_above_zero_are_rejected_when_the_block_is_built():
     ]
 
 
+def test_batched_mode_is_single_turn():
+    assert only_problem("generator.batched=true", "generator.max_turns=2") == (
+        "generator.batched=true gives one reward per single-turn response: it needs generator.max_turns=1, got 2."
+    )
+    assert only_problem("generator.batched=true", "generator.step_wise_trajectories=true").startswith(
+        "generator.batched=true (one reward per response) and generator.step_wise_trajectories=true"
+    )
+
+
 def test_vllm_sync_engine_needs_batched():
     (problem,) = rule_problems("generator.backend=vllm", "generator.async_engine=false")
     assert "generator.batched=true" in problem
@@ -176,7 +185,7 @@ def test_negative_trajectory_timeout_is_rejected():
 
 
 def test_unknown_logger_backend_is_rejected():
-    assert only_problem("trainer.logger=[console,mlflow]").startswith("trainer.logger: unknown backend 'mlflow'")
+    assert only_problem("trainer.logger=[console,neptune]").startswith("trainer.logger: unknown backend 'neptune'")
 
 
 # ------------------------------------------------------------------------------------------ algorithm
@@ -301,6 +310,12 @@ def test_resume_mode_must_be_known():
 
 def test_resume_from_path_needs_a_path():
     assert "trainer.resume_path" in only_problem("trainer.resume_mode=from_path")
+
+
+def test_push_to_hub_needs_a_repo():
+    assert only_problem("trainer.push_to_hub=true") == (
+        "trainer.push_to_hub=true requires trainer.hub_model_id (the Hub repo, e.g. 'user/name')."
+    )
 
 
 @pytest.mark.parametrize("ratio", [-0.1, 1.5])

@@ -98,6 +98,13 @@ def test_scalar_reward_on_an_empty_response_is_an_error():
         _convert(responses=[[26843, 665, 2], []], rewards=[1.0, 1.0], loss_masks=[[1, 1, 1], []], logprobs=None)
 
 
+def test_zero_scalar_reward_on_an_empty_response_is_all_padding():
+    # e.g. generator.batched=true: a trajectory that generated nothing (an infrastructure failure) has reward 0.0
+    batch = _convert(responses=[[26843, 665, 2], []], rewards=[1.0, 0.0], loss_masks=[[1, 1, 1], []], logprobs=None)
+    assert batch["rewards"].tolist() == [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
+    assert batch["response_mask"].tolist()[1] == [0, 0, 0]
+
+
 def test_loss_mask_length_mismatch_names_sample_and_field():
     with pytest.raises(ValueError, match="sample 1: loss_masks has 2 entries, but its response has 1 tokens"):
         _convert(loss_masks=[[1, 1, 1], [1, 1]])

@@ -31,7 +31,7 @@ WITH_CRITIC_RANKS = machine_ranks(groups=2)
 
 
 class GeneratorFails(BasePPOExp):
-    def get_generator(self, engine, tokenizer):
+    def get_generator(self, cfg, tokenizer, engine):
         raise RuntimeError("generator hook failed")
 
 

@@ -56,6 +56,7 @@ async def test_env_init_failure_gives_a_placeholder_and_closes_the_env(make_gene
             "user_simulator_failed": 0,
             "engine_failed": 0,
             "retokenized_turns": 0,
+            "special_token_messages": 0,
         }
     ]
     assert scripted_envs[0].close_calls == 1

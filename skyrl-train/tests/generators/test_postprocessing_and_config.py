@@ -77,9 +77,10 @@ def test_custom_chat_template_is_rejected_naming_the_key(tokenizer, generator_cf
         SkyRLGymGenerator(cfg, SkyRLGymConfig(max_env_workers=0), None, tokenizer)
 
 
-def test_batched_generation_is_rejected_naming_the_key(tokenizer, generator_cfg):
-    with pytest.raises(NotImplementedError, match=r"generator\.batched"):
-        SkyRLGymGenerator(generator_cfg(batched=True), SkyRLGymConfig(max_env_workers=0), None, tokenizer)
+async def test_batched_mode_gives_one_reward_per_response(make_generator, batch, step):
+    generator, _ = make_generator([FOUR + [EOS]], batched=True)
+    out = await generator.generate(batch(script=[step(0.75, done=True)]))
+    assert (out["response_ids"], out["rewards"], out["loss_masks"]) == ([FOUR + [EOS]], [0.75], [[1] * 6])
 
 
 def test_step_wise_requires_multi_turn_conversations(tokenizer, generator_cfg):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -50,6 +51,7 @@ def test_rollout_metrics_of_a_mixed_batch(scripted_envs):
         "generate/user_simulator_failures": 0,
         "generate/engine_failures": 0,
         "generate/retokenized_turns": 0,
+        "generate/special_token_messages": 0,
         "environment/test_scripted/empty_responses": 3,
         "environment/test_scripted/env_init_failures": 1,
         "environment/test_scripted/env_step_failures": 0,
@@ -58,6 +60,7 @@ def test_rollout_metrics_of_a_mixed_batch(scripted_envs):
         "environment/test_scripted/user_simulator_failures": 0,
         "environment/test_scripted/engine_failures": 0,
         "environment/test_scripted/retokenized_turns": 0,
+        "environment/test_scripted/special_token_messages": 0,
         "environment/test_scripted_async/empty_responses": 0,
         "environment/test_scripted_async/env_init_failures": 0,
         "environment/test_scripted_async/env_step_failures": 0,
@@ -66,6 +69,7 @@ def test_rollout_metrics_of_a_mixed_batch(scripted_envs):
         "environment/test_scripted_async/user_simulator_failures": 0,
         "environment/test_scripted_async/engine_failures": 0,
         "environment/test_scripted_async/retokenized_turns": 0,
+        "environment/test_scripted_async/special_token_messages": 0,
         "environment/test_scripted/turns": 2.0,  # mean over the two episodes whose env ran
     }
 
@@ -119,18 +123,28 @@ async def test_env_metrics_are_the_envs_plus_generator_counters(make_generator, 
             "user_simulator_failed": 0,
             "engine_failed": 0,
             "retokenized_turns": 0,
+            "special_token_messages": 0,
         }
     ]
 
 
 def test_generation_progress_logs_at_most_every_interval_and_at_the_end(caplog):
     now = [0.0]
-    progress = GenerationProgress(4, "generate (eval, step 3)", interval_s=30.0, clock=lambda: now[0])
+    progress = GenerationProgress(
+        4, "generate (eval, step 3)", tokens_of=len, terminal=False, interval_s=30.0, clock=lambda: now[0]
+    )
+    loop = asyncio.new_event_loop()
+    tasks = [loop.create_future() for _ in range(4)]
+    tasks[0].set_result([1, 2, 3])
+    tasks[1].set_result([1] * 59)
+    tasks[2].set_exception(RuntimeError("engine died"))  # a failed trajectory sampled nothing
+    tasks[3].cancel()
     with caplog.at_level(logging.INFO, logger="skyrl_train.generators.utils"):
-        for t in (10.0, 31.0, 40.0, 45.0):
+        for t, task in zip((10.0, 31.0, 40.0, 45.0), tasks, strict=True):
             now[0] = t
-            progress.finished_one()
+            progress.finished_one(task)
+    loop.close()
     assert [r.getMessage() for r in caplog.records] == [
-        "generate (eval, step 3): 2/4 trajectories done (31 s)",
-        "generate (eval, step 3): 4/4 trajectories done (45 s)",
+        "generate (eval, step 3): 2/4 trajectories done (31 s, 2.0 tokens/s, ETA 31 s)",
+        "generate (eval, step 3): 4/4 trajectories done (45 s, 1.4 tokens/s)",
     ]

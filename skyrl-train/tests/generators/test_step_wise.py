@@ -48,6 +48,7 @@ async def test_only_the_last_row_is_the_last_step_and_carries_env_metrics(make_g
             "user_simulator_failed": 0,
             "engine_failed": 0,
             "retokenized_turns": 0,
+            "special_token_messages": 0,
         },
     ]
     assert [tid.to_string() for tid in out["trajectory_ids"]] == ["q_0", "q_0"]

@@ -46,6 +46,7 @@ async def test_flagged_episode_keeps_env_metrics_and_counts_the_failure(make_gen
             "user_simulator_failed": 0,
             "engine_failed": 0,
             "retokenized_turns": 0,
+            "special_token_messages": 0,
         }
     ]
     assert out["infra_failures"] == [CRASH]

@@ -14,9 +14,9 @@ from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams
 from skyrl_train.inference_engines.client import EngineUnavailableError, InferenceEngineClient, NoEngineLeftError
 from skyrl_train.inference_engines.remote import RemoteInferenceEngine, completion_body
 from skyrl_train.models import load_causal_lm
-from skyrl_train.serve import BackgroundServer, create_app
-from skyrl_train.testing import served_model
-from skyrl_train.weight_sync import WeightUpdateRequest
+from skyrl_train.serve import AccessPolicy, BackgroundServer, create_app
+from skyrl_train.testing import TEST_CONTROL_TOKEN, served_model
+from skyrl_train.weight_sync import CudaIpcWeightUpdateRequest, WeightUpdateRequest
 
 NAME = "tiny"
 PROMPT = [1, 28, 5024, 314, 253, 11, 3023, 42]
@@ -39,6 +39,7 @@ async def two_servers(tiny_model, tiny_tokenizer):
 
 
 def remote(url: str, tokenizer, **kwargs) -> RemoteInferenceEngine:
+    kwargs.setdefault("control_token", TEST_CONTROL_TOKEN)
     return RemoteInferenceEngine(url.removeprefix("http://"), NAME, tokenizer, retry_backoff_s=0.01, **kwargs)
 
 
@@ -201,3 +202,31 @@ def test_the_completion_body_carries_the_sampling_params_and_the_token_extension
         "seed": 3,
         "ignore_eos": True,
     }
+
+
+async def test_the_client_sends_the_api_key_and_the_control_token_and_never_a_cuda_ipc_update(
+    tiny_model, tiny_tokenizer
+):
+    engine = HFInferenceEngine(load_causal_lm(tiny_model).eval(), tiny_tokenizer, seed=0)
+    access = AccessPolicy(api_key="sk-remote-test", control_token=TEST_CONTROL_TOKEN)  # pragma: allowlist secret
+    app = create_app(
+        engine, tiny_tokenizer, served_model_name=NAME, max_model_len=8192, control_routes=True, access=access
+    )
+    with BackgroundServer(app) as server:
+        client = remote(server.url, tiny_tokenizer, api_key="sk-remote-test")  # pragma: allowlist secret
+        out = await client.generate({"prompt_token_ids": [PROMPT], "sampling_params": SEEDED})
+        assert len(out["response_ids"][0]) == 8
+        await client.update_named_weights(WeightUpdateRequest(weight_version=4))
+        assert engine.weight_version == 4
+        ipc = CudaIpcWeightUpdateRequest(names=["w"], dtypes=["float32"], shapes=[[1]], offsets=[0])
+        with pytest.raises(ValueError, match="is a remote engine: a 'cuda_ipc' weight-update request has no JSON"):
+            await client.update_named_weights(ipc)
+        await client.teardown()
+
+        keyless = remote(server.url, tiny_tokenizer, control_token=None)
+        with pytest.raises(httpx.HTTPStatusError, match="answered 401"):
+            await keyless.generate({"prompt_token_ids": [PROMPT], "sampling_params": SEEDED})
+        with pytest.raises(RuntimeError, match="refused the control call \\(401\\): set generator.remote_inference"):
+            await keyless.update_named_weights(WeightUpdateRequest(weight_version=5))
+        await keyless.teardown()
+    await engine.teardown()

@@ -12,8 +12,9 @@ import pytest
 from skyrl_train.models import DEFAULT_MODEL
 
 _CONVERT = f"""
-import json, sys
+import json, logging, sys
 from skyrl_train.models import materialize_alias
+logging.basicConfig(level=logging.INFO)
 path, converted = materialize_alias({DEFAULT_MODEL!r}, cache_dir=sys.argv[1])
 print(json.dumps({{"path": path, "converted": converted}}))
 """
@@ -27,17 +28,20 @@ def cache_home(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def racing_conversion(cache_home: Path) -> list[dict]:
-    """What two processes started together report after each asked for the default alias in the empty cache."""
+    """What two processes started together report after each asked for the default alias in the empty cache (and
+    their log, under ``"log"``)."""
     models = cache_home / "models"
     procs = [
-        subprocess.Popen([sys.executable, "-c", _CONVERT, str(models)], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", _CONVERT, str(models)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for _ in range(2)
     ]
     results = []
     for proc in procs:
-        out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"conversion process failed with {proc.returncode}"
-        results.append(json.loads(out.strip().splitlines()[-1]))
+        out, log = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"conversion process failed with {proc.returncode}: {log[-3000:]}"
+        results.append({**json.loads(out.strip().splitlines()[-1]), "log": log})
     return results
 
 

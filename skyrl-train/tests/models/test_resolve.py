@@ -61,6 +61,11 @@ def test_two_racing_processes_yield_one_valid_folder(racing_conversion):
     } <= {p.name for p in folder.iterdir()}
 
 
+def test_the_converting_process_reports_each_stage_of_the_conversion(racing_conversion):
+    [converting] = [r for r in racing_conversion if r["converted"]]
+    assert "convert SmolLM2-135M-Instruct.Q4_1.gguf: 4/4 stages done (" in converting["log"]
+
+
 def test_second_resolution_reuses_the_cache(smollm2_path, cache_home, monkeypatch):
     folder = Path(smollm2_path)
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}

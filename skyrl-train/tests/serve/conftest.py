@@ -35,7 +35,7 @@ def app(engine, tiny_tokenizer):  # noqa: F811
 
 @pytest.fixture
 async def client(app):
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://serve.test") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         yield client
 
 

@@ -159,7 +159,7 @@ async def test_a_tool_call_parser_turns_generated_text_into_structured_tool_call
     app = create_app(
         engine, tiny_tokenizer, served_model_name=MODEL_NAME, max_model_len=CONTEXT, tool_call_parser=city_parser
     )
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://serve.test") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         plain = (await client.post("/v1/chat/completions", json=chat(messages=MESSAGES))).json()["choices"][0]
         request = chat(messages=MESSAGES, tools=[WEATHER_TOOL], max_tokens=3)
         with_tools = (await client.post("/v1/chat/completions", json=request)).json()["choices"][0]
@@ -178,7 +178,7 @@ async def test_finish_reason_is_tool_calls_when_a_call_was_parsed_from_a_stopped
     app = create_app(
         engine, tiny_tokenizer, served_model_name=MODEL_NAME, max_model_len=CONTEXT, tool_call_parser=city_parser
     )
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://serve.test") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         request = chat(messages=MESSAGES, tools=[WEATHER_TOOL], max_tokens=8, temperature=1.0, seed=5)
         free = (await client.post("/v1/chat/completions", json=request)).json()
         _, stop = stop_string_at(tiny_tokenizer, free["choices"][0]["token_ids"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import signal
@@ -99,8 +100,9 @@ def test_default_served_model_name_is_the_model_argument(tiny_model):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SKYRL_API_KEY", "SKYRL_CONTROL_TOKEN")}
     return subprocess.run(
-        [sys.executable, "-m", "skyrl_train.serve", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "skyrl_train.serve", *args], capture_output=True, text=True, timeout=120, env=env
     )
 
 
@@ -116,6 +118,21 @@ def test_a_taken_port_fails_before_loading_the_model(tiny_model):
         result = run_cli("--model", tiny_model, "--port", str(port))
     assert result.returncode == 1
     assert f"error: cannot listen on 127.0.0.1:{port}: Address already in use" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--enable-control"], "--enable-control needs a control token: set SKYRL_CONTROL_TOKEN"),
+        (["--lora-root", "/tmp"], "--lora-root has no effect without --enable-control"),
+        (["--control-token", "t"], "--control-token has no effect without --enable-control"),
+        (["--max-n", "0"], "--max-n must be at least 1, got 0"),
+    ],
+)
+def test_control_without_a_token_and_flags_that_do_nothing_are_refused_before_loading(args, message):
+    result = run_cli("--model", "/no/such/model", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
 
 
 def test_an_unimportable_tool_call_parser_is_refused(tiny_model):

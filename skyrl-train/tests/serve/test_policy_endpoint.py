@@ -130,8 +130,8 @@ def test_training_serves_the_live_policy_while_generating(tmp_path, tiny_model):
             return await self.generator.generate(input_batch)
 
     class Experiment(BasePPOExp):
-        def get_generator(self, engine, tokenizer):
-            return AskingGenerator(super().get_generator(engine, tokenizer), self)
+        def get_generator(self, cfg, tokenizer, engine):
+            return AskingGenerator(super().get_generator(cfg, tokenizer, engine), self)
 
         def get_http_endpoint(self, engine, tokenizer):
             self.endpoint = super().get_http_endpoint(engine, tokenizer)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from skyrl_train.storage import IntegrityError, RetryPolicy, S3StorageError, S3Store, make_s3_client
+from skyrl_train.storage import IntegrityError, ManifestError, RetryPolicy, S3StorageError, S3Store, make_s3_client
 from skyrl_train.testing.s3 import s3_client
 
 
@@ -83,6 +83,34 @@ def test_reupload_replaces_the_manifest_and_removes_stale_objects(tmp_path, stor
     store.upload_folder(make_folder(tmp_path / "v2", {"same.bin": b"22"}), "p/global_step_1")
     assert keys(s3_server, s3_bucket) == ["p/global_step_1/MANIFEST.json", "p/global_step_1/same.bin"]
     assert [f.size for f in store.read_manifest("p/global_step_1").files] == [2]
+
+
+@pytest.mark.parametrize("target", ["secret.txt", "outside"])  # a file, a folder
+def test_a_symlink_out_of_the_folder_is_refused_before_the_bucket_changes(
+    tmp_path, store, s3_server, s3_bucket, target
+):
+    (tmp_path / "secret.txt").write_bytes(b"credentials")
+    (tmp_path / "outside").mkdir()
+    folder = make_folder(tmp_path / "step", {"model.bin": b"v1"})
+    store.upload_folder(folder, "p/global_step_1")
+    (folder / "model.bin").write_bytes(b"v2")
+    link = folder / "policy" / "link"
+    link.parent.mkdir()
+    link.symlink_to(tmp_path / target)
+    with pytest.raises(ManifestError, match=rf"{link} is a symbolic link to {tmp_path / target}, outside the folder"):
+        store.upload_folder(folder, "p/global_step_1")
+    with pytest.raises(ManifestError, match=rf"{link} is a symbolic link"):
+        store.upload_files(folder, "p/global_step_1")
+    assert keys(s3_server, s3_bucket) == ["p/global_step_1/MANIFEST.json", "p/global_step_1/model.bin"]
+    assert read(s3_server, s3_bucket, "p/global_step_1/model.bin") == b"v1"
+
+
+def test_a_symlink_inside_the_folder_uploads_the_file_it_points_to(tmp_path, store, s3_server, s3_bucket):
+    folder = make_folder(tmp_path / "step", {"a/model.bin": b"weights"})
+    (folder / "b").mkdir()
+    (folder / "b" / "model.bin").symlink_to(folder / "a" / "model.bin")
+    store.upload_folder(folder, "p/global_step_1")
+    assert read(s3_server, s3_bucket, "p/global_step_1/b/model.bin") == b"weights"
 
 
 def test_list_folders_tells_complete_from_incomplete(tmp_path, store, s3_server, s3_bucket):

@@ -53,14 +53,15 @@ def test_without_a_kl_term_there_is_no_reference(tiny_model):  # noqa: F811
     assert ref is None
 
 
-@pytest.mark.parametrize(("bf16", "dtype"), [("null", torch.float32), ("true", torch.bfloat16)])
-def test_the_workers_live_on_the_strategys_device_in_its_dtype(tiny_model, bf16, dtype):  # noqa: F811
+@pytest.mark.parametrize(("bf16", "autocast"), [("false", None), ("true", torch.bfloat16)])
+def test_the_workers_live_on_the_strategys_device_in_its_precision(tiny_model, bf16, autocast):  # noqa: F811
     single = strategy(tiny_model, f"trainer.bf16={bf16}", f"trainer.critic.model.path={tiny_model}")
     workers = single.build_workers(10)
-    assert (single.device, single.dtype) == (torch.device("cpu"), dtype)
+    # bf16 on the CPU: fp32 weights under bf16 autocast
+    assert (single.device, single.dtype, single.precision.autocast) == (torch.device("cpu"), torch.float32, autocast)
     for worker in workers:
         param = next(worker.model.parameters())
-        assert (param.device, param.dtype) == (torch.device("cpu"), dtype)
+        assert (param.device, param.dtype, worker.autocast_dtype) == (torch.device("cpu"), torch.float32, autocast)
 
 
 def test_the_optimizer_steps_of_the_run_set_the_policys_lr_schedule(tiny_model):  # noqa: F811

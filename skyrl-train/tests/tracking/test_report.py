@@ -73,6 +73,24 @@ def test_summary_markdown_shows_eval_before_and_after_per_data_source(tmp_path):
     assert "| `reward/avg_raw_reward` | 0.1 (step 1) | 0.3 (step 3) | 0.4 (step 2), max |" in markdown
 
 
+def test_after_a_warm_start_the_eval_table_shows_the_base_model_too(tmp_path):
+    base = {
+        "step": 0,
+        "eval_base/all/avg_score": 0.05,
+        "eval_base/gsm8k/avg_score": 0.1,
+        "eval_base/mcp/avg_score": 0.0,
+    }
+    summary = write_report(_write(tmp_path / "metrics.jsonl", [base, *LINES]), tmp_path / "report")
+    assert [(e["data_source"], e["base"]["value"], e["before"]["value"]) for e in summary["eval_before_after"]] == [
+        ("all", 0.05, 0.2),
+        ("gsm8k", 0.1, 0.3),
+        ("mcp", 0.0, 0.1),
+    ]
+    markdown = (tmp_path / "report" / "summary.md").read_text()
+    assert "| data source | metric | base | before | after | change |" in markdown
+    assert "| gsm8k | avg_score | 0.1 (step 0) | 0.3 (step 0) | 0.6 (step 3) | +0.3 |" in markdown
+
+
 def test_summary_shows_the_highest_step_peak_rss_and_the_rss_after_the_first_and_last_steps(tmp_path):
     summary = write_report(_write(tmp_path / "metrics.jsonl", LINES), tmp_path / "report")
     assert summary["memory"] == {

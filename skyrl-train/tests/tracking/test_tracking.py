@@ -13,10 +13,10 @@ from skyrl_train.tracking import Tracking
 
 def test_unknown_backend_is_an_error_naming_it_and_the_valid_ones(tmp_path):
     with pytest.raises(ValueError) as excinfo:
-        Tracking("proj", "run", ["jsonl", "mlflow"], output_dir=tmp_path)
+        Tracking("proj", "run", ["jsonl", "neptune"], output_dir=tmp_path)
     message = str(excinfo.value)
-    assert "'mlflow'" in message
-    assert "['console', 'jsonl', 'tensorboard', 'wandb']" in message
+    assert "'neptune'" in message
+    assert "['console', 'jsonl', 'mlflow', 'tensorboard', 'wandb']" in message
 
 
 def test_backends_may_be_one_name_or_a_list(tmp_path):
@@ -30,6 +30,24 @@ def test_console_only_creates_no_files(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Tracking("proj", "run", "console").finish()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_with_an_output_dir_metrics_jsonl_is_written_whatever_the_backends(tmp_path):
+    with Tracking("proj", "run", "console", output_dir=tmp_path) as tracker:
+        tracker.log({"reward/avg_raw_reward": 0.5}, step=1)
+    assert list(tracker.backends) == ["console", "jsonl"]
+    [record] = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert (record["step"], record["reward/avg_raw_reward"]) == (1, 0.5)
+
+
+def test_backends_without_a_run_of_their_own_have_no_state_and_resume_must_come_first(tmp_path):
+    tracker = Tracking("proj", "run", ["console", "jsonl", "tensorboard"], output_dir=tmp_path)
+    assert tracker.state() == {}
+    tracker.resume({"wandb": {"run_id": "abc"}})  # a backend this run does not have: nothing to continue
+    tracker.log({"a/x": 1.0}, step=1)
+    with pytest.raises(RuntimeError, match="after log"):
+        tracker.resume({})
+    tracker.finish()
 
 
 def test_finish_twice_is_safe_and_log_after_finish_is_an_error(tmp_path):
@@ -79,7 +97,7 @@ def test_backends_receive_the_config_with_secrets_redacted(tmp_path):
 def test_a_typed_config_is_logged_as_plain_sections(tmp_path):
     Tracking("proj", "run", "jsonl", config=SkyRLConfig(), output_dir=tmp_path).finish()
     logged = json.loads((tmp_path / "config.json").read_text())
-    assert sorted(logged) == ["data", "environment", "generator", "trainer"]
+    assert sorted(logged) == ["data", "environment", "generator", "sft", "trainer"]
     assert logged["trainer"]["project_name"] == "skyrl"
 
 

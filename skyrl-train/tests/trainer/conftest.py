@@ -38,8 +38,8 @@ def run_recorded(
     captured = {}
 
     class Experiment(BasePPOExp):
-        def get_generator(self, engine, tokenizer):
-            generator = super().get_generator(engine, tokenizer)
+        def get_generator(self, cfg, tokenizer, engine):
+            generator = super().get_generator(cfg, tokenizer, engine)
             generate = generator.generate
 
             async def recorded(generator_input):

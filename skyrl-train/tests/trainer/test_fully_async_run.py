@@ -26,7 +26,7 @@ from skyrl_gym.envs.gsm8k.synthetic_data import generate_dataset, write_dataset
 from skyrl_train.checkpoints import LATEST_CKPT_FILE
 from skyrl_train.config import load_config
 from skyrl_train.entrypoints.main_base import BasePPOExp
-from skyrl_train.testing import TINY_RUN_OVERRIDES, tiny_model  # noqa: F401
+from skyrl_train.testing import TEST_CONTROL_TOKEN, TINY_RUN_OVERRIDES, tiny_model  # noqa: F401
 from skyrl_train.testing.ray import subprocess_env
 from skyrl_train.testing.serve_process import start_server
 from skyrl_train.training_batch import TrainingInputBatch
@@ -61,6 +61,7 @@ def remote_overrides(url: str, data_dir, run_dir, tiny_model: str) -> list[str]:
         "generator.run_engines_locally=false",
         f"generator.remote_inference_engine_urls=[{url}]",
         f"generator.model_name={SERVED_NAME}",
+        f"generator.remote_inference_engine_control_token={TEST_CONTROL_TOKEN}",
         "generator.weight_sync_backend=gloo",
     ]
 
@@ -96,8 +97,8 @@ class RecordedRun(BasePPOExp):
         self.most_generating = 0
         self.weights_after_first_update: dict[str, torch.Tensor] | None = None
 
-    def get_generator(self, engine, tokenizer):
-        generator = super().get_generator(engine, tokenizer)
+    def get_generator(self, cfg, tokenizer, engine):
+        generator = super().get_generator(cfg, tokenizer, engine)
         generate = generator.generate
 
         async def recorded_or_generated(generator_input):
@@ -213,8 +214,8 @@ class LateGroup(BasePPOExp):
         self.groups = 0
         self.held_prompt: str | None = None
 
-    def get_generator(self, engine, tokenizer):
-        generator = super().get_generator(engine, tokenizer)
+    def get_generator(self, cfg, tokenizer, engine):
+        generator = super().get_generator(cfg, tokenizer, engine)
         generate = generator.generate
 
         async def generate_and_hold(generator_input):

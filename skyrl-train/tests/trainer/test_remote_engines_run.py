@@ -30,7 +30,7 @@ from skyrl_train.generators.base import GeneratorInterface
 from skyrl_train.generators.utils import encode_chat
 from skyrl_train.inference_engines import SamplingParams
 from skyrl_train.inference_engines.remote import RemoteInferenceEngine
-from skyrl_train.testing import tiny_tokenizer  # noqa: F401
+from skyrl_train.testing import TEST_CONTROL_TOKEN, tiny_tokenizer  # noqa: F401
 from skyrl_train.testing.ray import fsdp2_overrides, subprocess_env
 from skyrl_train.testing.serve_process import start_server
 from skyrl_train.tracking.metrics_file import read_metrics
@@ -71,8 +71,8 @@ class KillDuringStep(BasePPOExp):
         victim._post = post_then_kill
         return client
 
-    def get_generator(self, engine, tokenizer):
-        return _StepTracking(super().get_generator(engine, tokenizer), self)
+    def get_generator(self, cfg, tokenizer, engine):
+        return _StepTracking(super().get_generator(cfg, tokenizer, engine), self)
 
 
 class _StepTracking(GeneratorInterface):
@@ -90,7 +90,7 @@ def test_gsm8k_trains_on_two_remote_servers_and_goes_on_when_one_is_killed(
     tmp_path, tiny_model, tiny_tokenizer, lora_rank  # noqa: F811
 ):
     write_dataset(generate_dataset(4 * STEPS, 0, seed=0, max_ops=1, max_value=20, few_shot=1), tmp_path / "data")
-    servers = [start_server(tiny_model, SERVED_NAME) for _ in range(2)]
+    servers = [start_server(tiny_model, SERVED_NAME, lora_root=tmp_path) for _ in range(2)]
     (survivor, survivor_url), (victim, victim_url) = servers
     try:
         cfg = load_config(
@@ -124,6 +124,7 @@ def test_gsm8k_trains_on_two_remote_servers_and_goes_on_when_one_is_killed(
                 "generator.num_inference_engines=2",
                 f"generator.remote_inference_engine_urls=[{survivor_url},{victim_url}]",
                 f"generator.model_name={SERVED_NAME}",
+                f"generator.remote_inference_engine_control_token={TEST_CONTROL_TOKEN}",
                 "generator.weight_sync_backend=gloo",
                 # half the episodes of the step that loses a server may fail (the default stops above 0.5)
                 "trainer.max_infra_failure_ratio=0.75",
@@ -193,7 +194,7 @@ def test_fsdp2_ranks_send_their_weights_to_a_remote_server(tmp_path, tiny_model,
     """With `trainer.strategy=fsdp2` the weights are gathered from the 2 ranks (Ray actors) to the driver, which sends
     them to the server: the server's version and logprobs follow the trainer's (about 2 min each)."""
     write_dataset(generate_dataset(4 * 2, 0, seed=0, max_ops=1, max_value=20, few_shot=1), tmp_path / "data")
-    server, url = start_server(tiny_model, SERVED_NAME)
+    server, url = start_server(tiny_model, SERVED_NAME, lora_root=tmp_path)
     try:
         # No reference model here (no KL term), so its placement key would be refused.
         fsdp2 = [o for o in fsdp2_overrides() if not o.startswith("trainer.placement.ref_")]
@@ -221,6 +222,7 @@ def test_fsdp2_ranks_send_their_weights_to_a_remote_server(tmp_path, tiny_model,
                 "generator.run_engines_locally=false",
                 f"generator.remote_inference_engine_urls=[{url}]",
                 f"generator.model_name={SERVED_NAME}",
+                f"generator.remote_inference_engine_control_token={TEST_CONTROL_TOKEN}",
                 "generator.weight_sync_backend=gloo",
             ]
             + ([f"trainer.policy.model.lora.lora_sync_path={tmp_path / 'lora_sync'}"] if lora_rank else [])

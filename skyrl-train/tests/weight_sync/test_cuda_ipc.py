@@ -74,7 +74,7 @@ class FakeGpuEngine:
         self.prefix_cache_resets = 0
 
     async def update_named_weights(self, request: WeightUpdateRequest) -> None:
-        request = WeightUpdateRequest.from_json(request.to_json())  # as it crosses Ray
+        request = WeightUpdateRequest.from_rpc(request.to_rpc())  # as it crosses Ray
         self.requests.append(request)
         copy_into_module(self.model, unpack(handle_for_gpu(request, self.gpu), request))
         self.weight_version = request.weight_version

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 import torch
 
 from skyrl_train.inference_engines import HFInferenceEngine, SamplingParams
-from skyrl_train.inference_engines.client import EngineUnavailableError
+from skyrl_train.inference_engines.client import EngineUnavailableError, InferenceEngineClient
 from skyrl_train.models import load_causal_lm
+from skyrl_train.testing import tiny_model_path
 from skyrl_train.weight_sync import BroadcastWeightUpdateRequest, WeightSyncSender, WeightUpdateRequest
 
 from .conftest import PROMPT, assert_engine_logprobs_match_policy, broadcast_sender, perturb, policy_worker
@@ -80,16 +79,37 @@ async def test_when_an_engine_is_out_of_service_the_group_is_formed_again_over_t
     await sender.close()
 
 
-async def test_an_engine_refuses_tensors_for_names_its_model_lacks_after_receiving_them_all(tiny_model, engines):
+@pytest.mark.parametrize(
+    "name, shape, error, message",
+    [
+        ("model.no_such_layer.weight", [3], KeyError, "no parameter 'model.no_such_layer.weight'"),
+        ("model.embed_tokens.weight", [10**12, 64], ValueError, "the update has shape \\[1000000000000, 64\\]"),
+    ],
+)
+async def test_an_engine_refuses_a_request_that_does_not_fit_its_model_before_receiving_anything(
+    tiny_model, engines, name, shape, error, message
+):
     policy = policy_worker(tiny_model)
     sender = broadcast_sender(engines[:1], policy)
     await sender.sync(weight_version=0)
-    bogus = {"model.no_such_layer.weight": torch.ones(3)}
-    request = BroadcastWeightUpdateRequest.for_tensors(bogus, weight_version=9)
-    update = asyncio.ensure_future(engines[0].update_named_weights(request))
-    await asyncio.to_thread(sender._broadcast_chunk, bogus)  # completes: the engine received it
-    with pytest.raises(KeyError, match="no_such_layer"):
-        await update
+    request = BroadcastWeightUpdateRequest(names=[name], dtypes=["float32"], shapes=[shape], weight_version=9)
+    with pytest.raises(error, match=message):
+        await engines[0].update_named_weights(request)
+    assert engines[0].weight_version == 0
+    perturb(policy.model, seed=3)  # nothing was taken from the group: the next sync goes through it as usual
+    await sender.sync(weight_version=1)
+    assert engines[0].weight_version == 1
+    assert_engine_logprobs_match_policy(await generate(engines[0]), policy)
+    await sender.close()
+
+
+async def test_a_sync_to_an_engine_whose_model_differs_fails_with_the_engines_reason(engines):
+    policy = policy_worker(tiny_model_path(intermediate_size=96))  # the engines' models have 128
+    sender = WeightSyncSender(InferenceEngineClient(engines[:1]), policy, "broadcast", backend="gloo", timeout_s=3)
+    with pytest.raises(
+        ValueError, match="mlp.gate_proj.weight: the update has shape \\[96, 64\\], the engine's \\[128, 64\\]"
+    ):
+        await sender.sync(weight_version=1)
     assert engines[0].weight_version == 0
     await sender.close()
 

@@ -42,7 +42,7 @@ def test_mixed_dtypes_unpack_bit_exact_with_the_receivers_code():
     specs = specs_of(tensors)
     buffer, offsets = pack(tensors.items(), specs, "cpu")
     request = CudaIpcWeightUpdateRequest.for_specs(specs, 4, offsets=offsets, ipc_handles={"GPU-0": buffer})
-    received = WeightUpdateRequest.from_json(request.to_json())  # as it crosses Ray or HTTP
+    received = WeightUpdateRequest.from_rpc(request.to_rpc())  # as it crosses Ray (never HTTP)
 
     unpacked = dict(unpack(received.ipc_handles["GPU-0"], received))
 

@@ -49,7 +49,7 @@ def test_lora_and_version_only_requests_round_trip_through_json():
     assert type(WeightUpdateRequest.from_json({"weight_version": 1})) is WeightUpdateRequest
 
 
-def test_a_cuda_ipc_request_carries_one_handle_per_gpu_as_text_in_json():
+def test_a_cuda_ipc_request_carries_one_handle_per_gpu_as_text_in_its_in_job_form_only():
     request = CudaIpcWeightUpdateRequest(
         names=["w", "step"],
         dtypes=["bfloat16", "int64"],
@@ -57,11 +57,21 @@ def test_a_cuda_ipc_request_carries_one_handle_per_gpu_as_text_in_json():
         offsets=[0, 256],
         ipc_handles={"GPU-0": ("rebuild", (0, 1)), "GPU-1": ("rebuild", (1, 2)), "GPU-2": ("rebuild", (2, 3))},
     )
-    data = request.to_json()
+    data = request.to_rpc()
     assert sorted(data["ipc_handles"]) == ["GPU-0", "GPU-1", "GPU-2"]
     assert all(isinstance(text, str) for text in data["ipc_handles"].values())
     assert data["offsets"] == [0, 256]
-    assert WeightUpdateRequest.from_json(data) == request
+    assert WeightUpdateRequest.from_rpc(data) == request
+    with pytest.raises(TypeError, match="'cuda_ipc' weight-update request has no JSON form"):
+        request.to_json()
+    with pytest.raises(ValueError, match="'cuda_ipc' weight-update request has no JSON form"):
+        WeightUpdateRequest.from_json(data)  # what an HTTP body would carry: its handles are never unpickled
+
+
+def test_the_in_job_form_of_a_json_request_is_its_json_form():
+    request = BroadcastWeightUpdateRequest(names=["w"], dtypes=["float32"], shapes=[[2]], weight_version=1)
+    assert request.to_rpc() == request.to_json()
+    assert WeightUpdateRequest.from_rpc(request.to_rpc()) == request
 
 
 def test_a_cuda_ipc_offset_that_is_not_a_multiple_of_the_element_size_is_refused():
@@ -77,13 +87,30 @@ def test_a_cuda_ipc_offset_that_is_not_a_multiple_of_the_element_size_is_refused
         ({"type": "broadcast", "names": ["a", "b"], "dtypes": ["float32"], "shapes": [[1], [1]]}, "2 names, 1 dtypes"),
         ({"type": "lora"}, "needs lora_path"),
         ({"type": "lora", "lora_path": "/a", "names": ["x"], "dtypes": ["float32"], "shapes": [[1]]}, "no tensors"),
-        ({"type": "cuda_ipc", "names": ["x"], "dtypes": ["float32"], "shapes": [[1]]}, "1 names, 0 offsets"),
-        ({"type": "cuda_ipc", "names": ["x"], "dtypes": ["float32"], "shapes": [[1]], "sizes": [4]}, "'sizes'"),
+        ({"type": "broadcast", "names": [1], "dtypes": ["float32"], "shapes": [[1]]}, "names .* list of strings"),
+        ({"type": "broadcast", "names": ["a"], "dtypes": ["nn"], "shapes": [[1]]}, "dtypes .* torch dtype names"),
+        ({"type": "broadcast", "names": ["a"], "dtypes": ["float32"], "shapes": [[-1]]}, "shapes .* non-negative"),
+        ({"type": "broadcast", "names": ["a"], "dtypes": ["float32"], "shapes": [["1"]]}, "shapes .* integers"),
+        ({"type": "lora", "lora_path": ["/a"]}, "lora_path .* a string"),
+        ({"weight_version": "3"}, "weight_version .* an integer"),
+        ([1, 2], "is a JSON object, got list"),
     ],
 )
 def test_a_malformed_request_is_refused_naming_what_is_wrong(data, message):
     with pytest.raises(ValueError, match=message):
         WeightUpdateRequest.from_json(data)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"type": "cuda_ipc", "names": ["x"], "dtypes": ["float32"], "shapes": [[1]]}, "1 names, 0 offsets"),
+        ({"type": "cuda_ipc", "names": ["x"], "dtypes": ["float32"], "shapes": [[1]], "sizes": [4]}, "'sizes'"),
+    ],
+)
+def test_a_malformed_in_job_request_is_refused_naming_what_is_wrong(data, message):
+    with pytest.raises(ValueError, match=message):
+        WeightUpdateRequest.from_rpc(data)
 
 
 def test_each_engine_gets_its_own_rank_offset_in_the_group():
@@ -95,6 +122,21 @@ def test_each_engine_gets_its_own_rank_offset_in_the_group():
         info.for_engine(2, 2)
     with pytest.raises(ValueError, match="'gloo' or 'nccl'"):
         WeightSyncInitInfo("h", 1, 2, backend="mpi")
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"master_addr": "h", "master_port": "1", "world_size": 2}, "master_port .* JSON type integer"),
+        ({"master_addr": "h", "master_port": 1, "world_size": True}, "world_size .* JSON type integer"),
+        ({"master_addr": "h", "master_port": 1, "world_size": 2, "override_existing": 1}, "JSON type boolean"),
+        ({"master_addr": "h", "master_port": 1, "world_size": 2, "timeout_s": "5"}, "timeout_s .* JSON type number"),
+        ("h:1", "is a JSON object, got str"),
+    ],
+)
+def test_init_info_of_the_wrong_json_types_is_refused(data, message):
+    with pytest.raises(ValueError, match=message):
+        WeightSyncInitInfo.from_json(data)
 
 
 def test_weights_are_cut_into_chunks_of_at_most_the_byte_budget_in_order():

@@ -12,7 +12,7 @@ from skyrl_train.config.schema import LoraConfig
 from skyrl_train.inference_engines import SamplingParams
 from skyrl_train.inference_engines.client import InferenceEngineClient
 from skyrl_train.inference_engines.remote import RemoteInferenceEngine
-from skyrl_train.testing import randomize_lora_b, served_model
+from skyrl_train.testing import TEST_CONTROL_TOKEN, randomize_lora_b, served_model
 from skyrl_train.weight_sync import WeightSyncSender
 
 from .conftest import PROMPT, assert_engine_logprobs_match_policy, perturb, policy_worker
@@ -21,15 +21,22 @@ GREEDY = SamplingParams(temperature=0.0, max_generate_length=6, logprobs=0)
 
 
 @pytest.fixture
-async def servers(tiny_model, tiny_tokenizer):
-    async with served_model(tiny_model, tiny_tokenizer) as first, served_model(tiny_model, tiny_tokenizer) as second:
+async def servers(tiny_model, tiny_tokenizer, tmp_path):
+    async with (
+        served_model(tiny_model, tiny_tokenizer, lora_root=tmp_path) as first,
+        served_model(tiny_model, tiny_tokenizer, lora_root=tmp_path) as second,
+    ):
         yield [first[0], second[0]]
+
+
+def remote(url: str, tokenizer, **kwargs) -> RemoteInferenceEngine:
+    return RemoteInferenceEngine(url, "tiny", tokenizer, control_token=TEST_CONTROL_TOKEN, **kwargs)
 
 
 async def test_a_broadcast_reaches_every_server_and_each_reports_the_new_version(tiny_model, tiny_tokenizer, servers):
     policy = policy_worker(tiny_model)
     perturb(policy.model, seed=5)
-    remotes = [RemoteInferenceEngine(s.url, "tiny", tiny_tokenizer) for s in servers]
+    remotes = [remote(s.url, tiny_tokenizer) for s in servers]
     sender = WeightSyncSender(InferenceEngineClient(remotes), policy, "broadcast", backend="gloo", timeout_s=60)
 
     await sender.sync(weight_version=3)
@@ -47,7 +54,7 @@ async def test_a_broadcast_reaches_every_server_and_each_reports_the_new_version
 async def test_a_lora_adapter_reaches_a_server_by_folder(tiny_model, tiny_tokenizer, servers, tmp_path):
     policy = policy_worker(tiny_model, lora_rank=4)
     randomize_lora_b(policy.model, std=0.5, seed=6)
-    engine = RemoteInferenceEngine(servers[0].url, "tiny", tiny_tokenizer)
+    engine = remote(servers[0].url, tiny_tokenizer)
     sender = WeightSyncSender(
         InferenceEngineClient([engine]),
         policy,
@@ -71,8 +78,8 @@ async def test_a_lora_sync_goes_on_over_the_servers_left_when_one_is_dead(
     with socket.socket() as sock:  # a port nothing listens on: a killed server refuses connections
         sock.bind(("127.0.0.1", 0))
         dead_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    live = RemoteInferenceEngine(servers[0].url, "tiny", tiny_tokenizer)
-    dead = RemoteInferenceEngine(dead_url, "tiny", tiny_tokenizer, max_retries=0)
+    live = remote(servers[0].url, tiny_tokenizer)
+    dead = remote(dead_url, tiny_tokenizer, max_retries=0)
     client = InferenceEngineClient([live, dead])
     policy = policy_worker(tiny_model, lora_rank=4)
     sender = WeightSyncSender(

@@ -79,7 +79,7 @@ def build_policy(model_path: str):
     """``build_policy(lora_rank=0, lora_dropout=0.0, lr=1e-3, optimizer=None, temperature=1.0,
     num_training_steps=None, gradient_checkpointing=None, sample_packing=False, **algorithm) -> PolicyWorker``;
     ``gradient_checkpointing`` is None (off) or ``"reentrant"`` / ``"non_reentrant"``; ``dtype`` and ``device``
-    (default float32 on the CPU) go to ``PolicyWorker``."""
+    (default float32 on the CPU) and ``autocast_dtype`` (default None) go to ``PolicyWorker``."""
 
     def build(
         *,
@@ -93,6 +93,7 @@ def build_policy(model_path: str):
         sample_packing: bool = False,
         dtype: torch.dtype = torch.float32,
         device: str = "cpu",
+        autocast_dtype: torch.dtype | None = None,
         **algorithm,
     ) -> PolicyWorker:
         return PolicyWorker(
@@ -105,6 +106,7 @@ def build_policy(model_path: str):
             sample_packing=sample_packing,
             dtype=dtype,
             device=device,
+            autocast_dtype=autocast_dtype,
         )
 
     return build

@@ -1,4 +1,5 @@
-"""The python MCP server as a real process over stdio: results, limits, isolation and start-up configuration."""
+"""The python MCP server as a real process over stdio: results, limits, isolation and start-up configuration.
+The sandbox's own attack tests are in tests/security/test_sandbox.py."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import threading
 import time
 
 import pytest
-
-from skyrl_integrations.mcp.servers.python.server import namespace_launcher
 
 MODULE = "skyrl_integrations.mcp.servers.python"
 
@@ -86,18 +85,25 @@ async def test_request_to_a_local_http_server_fails_inside_the_sandbox(stdio_ser
     assert seen == []
 
 
-@pytest.mark.skipif(namespace_launcher()[0] is None, reason="this kernel does not allow network namespaces")
-async def test_namespace_also_cuts_off_child_processes_that_escape_the_audit_hook(
+async def test_the_network_namespace_also_cuts_off_child_processes_that_escape_the_audit_hook(
     stdio_server, call_tool, local_http_server
 ):
     url, seen = local_http_server
     child = f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5)"
     code = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child!r}], check=True)"
-    env = {"SKYRL_PYTHON_NETWORK_ISOLATION": "namespace"}
-    is_error, text = await run_python(stdio_server, call_tool, {"code": code}, env=env)
+    is_error, text = await run_python(stdio_server, call_tool, {"code": code})
     assert is_error
     assert "urllib.error.URLError: <urlopen error [Errno 101] Network is unreachable>" in text
     assert seen == []
+
+
+async def test_allow_network_lets_programs_reach_a_local_http_server(stdio_server, call_tool, local_http_server):
+    url, seen = local_http_server
+    code = f"import urllib.request\nprint(urllib.request.urlopen({url!r}, timeout=5).read())"
+    env = {"SKYRL_PYTHON_ALLOW_NETWORK": "1"}
+    result = await run_python(stdio_server, call_tool, {"code": code}, env=env)
+    assert result == (False, {"exit_code": 0, "stdout": "b'reachable'\n", "stderr": ""})
+    assert seen == ["/"]
 
 
 async def test_allocating_2_gb_fails_cleanly_at_the_memory_limit(stdio_server, call_tool):
@@ -157,16 +163,25 @@ def test_bad_limit_in_the_environment_names_the_variable():
     assert "ValueError: SKYRL_PYTHON_MEMORY_MB='lots' is not a valid int" in result.stderr
 
 
-def test_required_namespace_without_unshare_refuses_to_start(tmp_path):
-    result = start_server_process({"SKYRL_PYTHON_NETWORK_ISOLATION": "namespace", "PATH": str(tmp_path)})
+def test_bad_network_flag_names_the_variable():
+    result = start_server_process({"SKYRL_PYTHON_ALLOW_NETWORK": "yes"})
     assert result.returncode == 1
-    assert "no network namespace is available: the unshare command (util-linux) is not installed" in result.stderr
+    assert "ValueError: SKYRL_PYTHON_ALLOW_NETWORK='yes': use 0 or 1" in result.stderr
 
 
-def test_auto_isolation_without_unshare_warns_that_only_python_networking_is_blocked(tmp_path):
-    result = start_server_process({"PATH": str(tmp_path)})
+def test_without_the_sandbox_tools_the_server_refuses_to_start(tmp_path):
+    result = start_server_process({"PATH": str(tmp_path)})  # unshare, mount, sh, ... not found; pivot_root is in sbin
+    assert result.returncode == 1
+    assert (
+        "SandboxUnavailableError: the Python sandbox needs unshare, sh, mkdir, ln, mount, umount, setpriv "
+        "(util-linux, coreutils and a POSIX shell), which are not installed"
+    ) in result.stderr
+
+
+def test_the_unsafe_opt_out_starts_without_the_sandbox_and_warns(tmp_path):
+    result = start_server_process({"PATH": str(tmp_path), "SKYRL_PYTHON_UNSAFE_NO_SANDBOX": "1"})
     assert result.returncode == 0
-    assert "WARNING skyrl_integrations.mcp.servers.python.server: no network namespace (the unshare command" in (
-        result.stderr
-    )
-    assert "only Python-level networking is blocked" in result.stderr
+    assert (
+        "WARNING skyrl_integrations.mcp.servers.python.server: SKYRL_PYTHON_UNSAFE_NO_SANDBOX=1: programs run "
+        "without the sandbox, as this user, with read and write access to this user's files"
+    ) in result.stderr

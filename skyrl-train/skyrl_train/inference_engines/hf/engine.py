@@ -11,8 +11,10 @@ transformers model or a peft `PeftModel`, whose active adapter is then used); it
 is no weight sync step and generation always uses the current weights. The two take turns: while the engine has
 work it puts the module in eval mode and runs every forward under `torch.no_grad()` on its own thread, and when
 the batch drains it restores the module's previous train/eval mode. With a peft LoRA adapter, the engine decodes
-with the adapter folded into copies of the base weights while it is busy (`lora_merge`) and puts the module's own
-weights back when the batch drains. The trainer must not update the weights while
+with the adapter folded into copies of the base weights while it is busy (`lora_merge`), and with a `dtype` other
+than the module's (bf16 over the trainer's fp32 weights on a CPU with AMX) with copies of every weight in that dtype
+(`decode_weights`); it puts the module's own weights back when the batch drains. The trainer must not update the
+weights while
 a generation is in flight; `await engine.sleep()` waits for the in-flight requests to finish and then refuses new
 ones until `await engine.wake_up()`, which makes that hand-over explicit.
 
@@ -57,7 +59,7 @@ from skyrl_train.inference_engines.base import (
     prompt_token_ids,
 )
 from skyrl_train.inference_engines.hf.batcher import ContinuousBatcher, EngineStats, Request, model_device
-from skyrl_train.inference_engines.hf.lora_merge import MergedLoRA
+from skyrl_train.inference_engines.hf.decode_weights import DecodeWeights
 from skyrl_train.inference_engines.hf.prefix_cache import prefix_cache_budget
 from skyrl_train.utils.memory import release_free_memory
 from skyrl_train.utils.openmp import release_openmp_threads
@@ -70,6 +72,7 @@ from skyrl_train.weight_sync import (
     WeightUpdateRequest,
     copy_into_module,
 )
+from skyrl_train.weight_sync.receiver import check_specs_fit
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +101,10 @@ class HFInferenceEngine(InferenceEngineInterface):
         merge_lora: while the engine is busy, fold a peft LoRA adapter into copies of the base weights (`MergedLoRA`:
             one matmul per layer instead of four extra small ops; the module's own weights are put back when the
             batch drains). False computes the adapter branch at every step.
+        dtype: decode in this dtype: while the engine is busy, the module's floating-point weights are replaced by
+            copies in it (`DecodeWeights`: LoRA folded in before the single rounding; the module's own tensors are put
+            back when the batch drains), so the KV cache and the logits are in it too (sampling and logprobs are
+            computed in fp32 from the logits). None: the module's own dtype.
         shared_prefix_decode: when the sequences that start a batch (joining it while empty) share a prefix of at
             least `kv_buffer.MIN_SHARED_PREFIX` tokens, keep its KV once and have decode steps read it once for all
             running sequences (`prefix_attention`) instead of once per sequence, until a joining sequence shares less
@@ -119,6 +126,7 @@ class HFInferenceEngine(InferenceEngineInterface):
         num_threads: int | None = None,
         merge_lora: bool = True,
         shared_prefix_decode: bool = True,
+        dtype: torch.dtype | None = None,
     ):
         if max_num_seqs < 1 or max_prefill_tokens < 1:
             raise ValueError("max_num_seqs and max_prefill_tokens must be >= 1")
@@ -126,7 +134,8 @@ class HFInferenceEngine(InferenceEngineInterface):
             raise ValueError(f"num_threads must be >= 1 or None, got {num_threads}")
         self.num_threads = num_threads
         self.merge_lora = merge_lora
-        self._folded: MergedLoRA | None = None
+        self.dtype = dtype
+        self._decode_weights: DecodeWeights | None = None
         config = model.config
         probe = DynamicCache(config=config)
         if any(probe.is_sliding) or any(probe.is_linear):
@@ -274,8 +283,12 @@ class HFInferenceEngine(InferenceEngineInterface):
 
     async def update_named_weights(self, request: WeightUpdateRequest) -> None:
         """Apply `request` (see `skyrl_train.weight_sync`) once no generation is in flight; requests submitted
-        meanwhile are refused as while asleep. Broadcast tensors are all received before anything is checked."""
+        meanwhile are refused as while asleep. A broadcast request's names, shapes and dtypes are checked against the
+        model before anything is received (its shapes never size an allocation), so a request that does not fit is
+        refused without taking part in the broadcasts (the trainer's sync fails with this refusal, at the latest at
+        the group's timeout)."""
         if isinstance(request, BroadcastWeightUpdateRequest):
+            check_specs_fit(self.model, request.specs())
             if self._receiver is None:
                 raise RuntimeError("no weight-update group: call init_weight_update_communicator first")
             tensors = await asyncio.to_thread(lambda: list(self._receiver.receive(request)))
@@ -414,7 +427,7 @@ class HFInferenceEngine(InferenceEngineInterface):
                 with self._cond:
                     if not (self._inbox or self._abort_requested or self._stopping or batcher.has_work()):
                         if restore_training is not None:
-                            self._unfold_lora()
+                            self._restore_weights()
                             self.model.train(restore_training)
                             restore_training = None
                             release_openmp_threads()  # so that the trainer's thread has the cores to itself
@@ -432,8 +445,7 @@ class HFInferenceEngine(InferenceEngineInterface):
                 if restore_training is None:
                     restore_training = self.model.training
                     self.model.eval()
-                    if self.merge_lora:
-                        self._folded = MergedLoRA(self.model)
+                    self._decode_weights = DecodeWeights(self.model, fold_lora=self.merge_lora, dtype=self.dtype)
                 batcher.submit(incoming)
                 try:
                     if abort:
@@ -453,13 +465,13 @@ class HFInferenceEngine(InferenceEngineInterface):
             raise
         finally:
             if restore_training is not None:
-                self._unfold_lora()
+                self._restore_weights()
                 self.model.train(restore_training)
 
-    def _unfold_lora(self) -> None:
-        if self._folded is not None:
-            self._folded.restore()
-            self._folded = None
+    def _restore_weights(self) -> None:
+        if self._decode_weights is not None:
+            self._decode_weights.restore()
+            self._decode_weights = None
 
 
 def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future, request: Request, error: BaseException | None):

@@ -132,19 +132,19 @@ class VLLMEngine:
     async def reset_prefix_cache(self) -> None:
         await self.llm.reset_prefix_cache()
 
-    # -- weight sync (the receiving side of `skyrl_train.weight_sync`; requests arrive as their JSON form) ---------
+    # -- weight sync (the receiving side of `skyrl_train.weight_sync`; requests arrive in their in-job form) -------
 
     async def init_weight_update_communicator(self, info: dict[str, Any]) -> None:
         """Every worker joins the weight-update group (`WeightSyncInitInfo` JSON) as rank offset + its rank."""
         await self.llm.collective_rpc("init_weight_update_communicator", args=(info,))
 
     async def update_named_weights(self, request: dict[str, Any]) -> None:
-        """Apply a `WeightUpdateRequest` (JSON): load a LoRA adapter folder, or have every worker receive a broadcast
-        or CUDA IPC chunk and load it; then generate with (and report) its weight version, with no cached prefix
-        computed before."""
+        """Apply a `WeightUpdateRequest` (its in-job form, `to_rpc`, from this job's trainer over Ray): load a LoRA
+        adapter folder, or have every worker receive a broadcast or CUDA IPC chunk and load it; then generate with
+        (and report) its weight version, with no cached prefix computed before."""
         from skyrl_train.types.weight_sync_requests import LoraLoadRequest, WeightUpdateRequest
 
-        update = WeightUpdateRequest.from_json(request)
+        update = WeightUpdateRequest.from_rpc(request)
         if isinstance(update, LoraLoadRequest):
             await self._load_lora_adapter(update.lora_path)
         elif update.type in ("broadcast", "cuda_ipc"):

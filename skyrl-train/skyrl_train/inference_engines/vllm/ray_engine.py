@@ -81,7 +81,7 @@ class RayVLLMEngine(InferenceEngineInterface):
         await self.actor.init_weight_update_communicator.remote(info.to_json())
 
     async def update_named_weights(self, request: WeightUpdateRequest) -> None:
-        await self.actor.update_named_weights.remote(request.to_json())
+        await self.actor.update_named_weights.remote(request.to_rpc())
 
     async def destroy_weights_update_group(self) -> None:
         await self.actor.destroy_weights_update_group.remote()

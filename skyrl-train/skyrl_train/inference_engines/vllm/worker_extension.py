@@ -2,7 +2,8 @@
 
 vLLM resolves this class by its qualified name inside its worker processes and adds its methods to the worker, so
 `VLLMEngine` can call them on every tensor-parallel rank through ``collective_rpc``. They are the worker's part of
-`skyrl_train.weight_sync` (requests and init info arrive in their JSON form):
+`skyrl_train.weight_sync` (init info arrives in its JSON form, requests in their in-job form, `to_rpc`, over the
+job's own local sockets):
 
 - `init_weight_update_communicator`: join the weight-update group as rank ``rank_offset + worker rank``
   (`WeightReceiver`; the trainer's sender is rank 0), gloo on CPU, NCCL on GPU;
@@ -56,7 +57,7 @@ class WeightSyncWorkerExtension:
             WeightUpdateRequest,
         )
 
-        update = WeightUpdateRequest.from_json(request)
+        update = WeightUpdateRequest.from_rpc(request)
         if isinstance(update, BroadcastWeightUpdateRequest):
             if self._skyrl_receiver is None:
                 raise RuntimeError("a broadcast weight update arrived before init_weight_update_communicator")

@@ -1,15 +1,17 @@
 """Tracking backends. Each one stores one step per `log` call and has it flushed before `log` returns.
 
-A backend is built from a `RunInfo` and has two methods, ``log(step, metrics)`` and ``close()``. Third-party
-libraries (tensorboard, wandb) are imported only when their backend is asked for.
+A backend is built from a `RunInfo` and has ``log(step, metrics)`` and ``close()``; one that keeps a run of its own
+in a tracking service (W&B, MLflow) also has ``state()`` (what a checkpoint keeps: the run's id) and ``resume(state)``
+(continue that run instead of starting one). Third-party libraries (tensorboard, wandb, mlflow) are imported only when
+their backend is asked for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from skyrl_train.tracking.values import StepMetrics
 
@@ -24,10 +26,22 @@ class RunInfo:
     config: dict[str, Any] | None
 
 
-class Backend(Protocol):
-    def log(self, step: int, metrics: StepMetrics) -> None: ...
+class Backend:
+    """What `Tracking` calls. ``state`` and ``resume`` do nothing for a backend without a run of its own."""
 
-    def close(self) -> None: ...
+    def log(self, step: int, metrics: StepMetrics) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def state(self) -> dict[str, str]:
+        """What a checkpoint keeps so that a resumed run continues this backend's run ({} when there is none)."""
+        return {}
+
+    def resume(self, state: Mapping[str, str]) -> None:
+        """Continue the run `state` (this backend's `state()` in a checkpoint) instead of starting a new one; called
+        before the first `log`."""
 
 
 def _console(run: RunInfo) -> Backend:
@@ -54,9 +68,16 @@ def _wandb(run: RunInfo) -> Backend:
     return WandbBackend(run.project_name, run.run_name, run.output_dir, run.config)
 
 
+def _mlflow(run: RunInfo) -> Backend:
+    from skyrl_train.tracking.backends.mlflow_backend import MlflowBackend
+
+    return MlflowBackend(run.project_name, run.run_name, run.output_dir, run.config)
+
+
 BACKENDS: dict[str, Callable[[RunInfo], Backend]] = {
     "console": _console,
     "jsonl": _jsonl,
     "tensorboard": _tensorboard,
     "wandb": _wandb,
+    "mlflow": _mlflow,
 }

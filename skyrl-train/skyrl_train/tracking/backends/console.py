@@ -9,6 +9,7 @@ import sys
 
 from tqdm import tqdm
 
+from skyrl_train.tracking.backends import Backend
 from skyrl_train.tracking.metric_keys import console_keys
 from skyrl_train.tracking.values import StepMetrics
 
@@ -23,7 +24,7 @@ def format_step_line(step: int, metrics: StepMetrics) -> str:
     return " | ".join(parts)
 
 
-class ConsoleBackend:
+class ConsoleBackend(Backend):
     def log(self, step: int, metrics: StepMetrics) -> None:
         tqdm.write(format_step_line(step, metrics), file=sys.stdout)
         sys.stdout.flush()

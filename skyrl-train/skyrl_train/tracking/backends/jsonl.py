@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from skyrl_train.tracking.backends import Backend
 from skyrl_train.tracking.values import StepMetrics
 
 METRICS_FILE = "metrics.jsonl"
@@ -22,7 +23,7 @@ CONFIG_FILE = "config.json"
 RESERVED_KEYS = ("step", "timestamp")
 
 
-class JsonlBackend:
+class JsonlBackend(Backend):
     def __init__(self, output_dir: Path, config: dict[str, Any] | None) -> None:
         output_dir.mkdir(parents=True, exist_ok=True)
         if config is not None:

@@ -11,10 +11,11 @@ from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
+from skyrl_train.tracking.backends import Backend
 from skyrl_train.tracking.values import StepMetrics
 
 
-class TensorBoardBackend:
+class TensorBoardBackend(Backend):
     def __init__(self, log_dir: Path, config: dict[str, Any] | None) -> None:
         self.log_dir = log_dir
         self._writer = SummaryWriter(log_dir=str(log_dir))

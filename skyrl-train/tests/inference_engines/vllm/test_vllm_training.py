@@ -66,8 +66,8 @@ def test_a_lora_run_generates_every_step_with_the_previous_steps_weights(ray_clu
     versions: list[list[int | None]] = []
 
     class Recorded(BasePPOExp):
-        def get_generator(self, engine, tokenizer):
-            generator = super().get_generator(engine, tokenizer)
+        def get_generator(self, cfg, tokenizer, engine):
+            generator = super().get_generator(cfg, tokenizer, engine)
             generate = generator.generate
 
             async def recorded(generator_input):

@@ -6,11 +6,16 @@ command line of the bundled servers is the same for all of them):
 - ``SKYRL_PYTHON_TIMEOUT_S`` (10): default and maximum wall-clock seconds of one call.
 - ``SKYRL_PYTHON_MEMORY_MB`` (512): address-space limit of the program.
 - ``SKYRL_PYTHON_MAX_OUTPUT_CHARS`` (2000): characters kept of stdout (its head) and of stderr (its tail).
-- ``SKYRL_PYTHON_NETWORK_ISOLATION`` (``auto``): the child always gets an audit hook that refuses internet sockets,
-  connect/bind and name lookups, which stops Python-level networking. ``namespace`` also runs it in a new network
-  namespace (``unshare --user --map-root-user --net``: only a loopback device that is down), which native code and
-  child processes cannot get around, and refuses to start where the kernel does not allow that; ``auto`` uses the
-  namespace when available and otherwise logs a warning at start-up; ``audit`` uses the hook alone.
+- ``SKYRL_PYTHON_ALLOW_NETWORK`` (``0``): ``1`` gives programs the host's network. By default they have none: a
+  network namespace whose only device is a loopback that is down, plus an audit hook that refuses Python-level
+  networking with a clear error.
+- ``SKYRL_PYTHON_UNSAFE_NO_SANDBOX`` (``0``): ``1`` runs programs without the sandbox, as the server's user with that
+  user's files (home folder, credentials, checkpoints), for machines that cannot create user namespaces.
+
+Programs run in ``skyrl_gym.tools.sandbox``'s sandbox: their own filesystem view (system folders and the Python
+installation read-only, an empty temporary working folder the only writable one; no home folder, repository or
+checkpoints) and their own processes. The server checks at start-up that this machine can run it, and refuses to
+start with ``SandboxUnavailableError`` naming what is missing otherwise.
 
 The tool's result is JSON ``{"exit_code", "stdout", "stderr"}`` plus ``"error"`` when the sandbox stopped the program
 (time, memory, CPU, signal). It is marked ``isError`` whenever the program did not exit with status 0, so failing code
@@ -21,22 +26,19 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from skyrl_gym.tools.python import PythonExecution, execute_python
+from skyrl_gym.tools.sandbox import require_sandbox
 
 from .._common import LiveModeError, Mode, ToolError, to_json
 
 logger = logging.getLogger(__name__)
-NetworkIsolation = Literal["auto", "namespace", "audit"]
-_UNSHARE_ARGS = ("--user", "--map-root-user", "--net")
 
 
 @dataclass(frozen=True)
@@ -46,20 +48,19 @@ class SandboxConfig:
     timeout_s: float = 10.0
     memory_mb: int = 512
     max_output_chars: int = 2000
-    network_isolation: NetworkIsolation = "auto"
+    allow_network: bool = False
+    unsafe_no_sandbox: bool = False
 
     @classmethod
     def from_env(cls) -> SandboxConfig:
         """Read the ``SKYRL_PYTHON_*`` variables; a bad value raises ``ValueError`` naming the variable."""
         defaults = cls()
-        isolation = os.environ.get("SKYRL_PYTHON_NETWORK_ISOLATION", defaults.network_isolation)
-        if isolation not in ("auto", "namespace", "audit"):
-            raise ValueError(f"SKYRL_PYTHON_NETWORK_ISOLATION={isolation!r}: use auto, namespace or audit")
         return cls(
             timeout_s=_positive_env("SKYRL_PYTHON_TIMEOUT_S", float, defaults.timeout_s),
             memory_mb=_positive_env("SKYRL_PYTHON_MEMORY_MB", int, defaults.memory_mb),
             max_output_chars=_positive_env("SKYRL_PYTHON_MAX_OUTPUT_CHARS", int, defaults.max_output_chars),
-            network_isolation=isolation,
+            allow_network=_flag_env("SKYRL_PYTHON_ALLOW_NETWORK"),
+            unsafe_no_sandbox=_flag_env("SKYRL_PYTHON_UNSAFE_NO_SANDBOX"),
         )
 
 
@@ -76,47 +77,33 @@ def _positive_env(name: str, kind: type, default: float) -> float:
     return value
 
 
-def namespace_launcher() -> tuple[list[str] | None, str]:
-    """``(unshare command prefix, "")`` if this machine lets us create a network namespace, else ``(None, why not)``."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return None, "the unshare command (util-linux) is not installed"
-    try:
-        probe = subprocess.run([unshare, *_UNSHARE_ARGS, "true"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"unshare could not run ({exc})"
-    if probe.returncode != 0:
-        return None, f"unshare was refused ({probe.stderr.strip() or f'exit status {probe.returncode}'})"
-    return [unshare, *_UNSHARE_ARGS], ""
-
-
-def _launcher_for(isolation: NetworkIsolation) -> list[str]:
-    if isolation == "audit":
-        return []
-    launcher, reason = namespace_launcher()
-    if launcher is not None:
-        return launcher
-    if isolation == "namespace":
-        raise ValueError(f"SKYRL_PYTHON_NETWORK_ISOLATION=namespace, but no network namespace is available: {reason}")
-    logger.warning(
-        "no network namespace (%s): only Python-level networking is blocked, so native code or child processes "
-        "could still reach the network. Set SKYRL_PYTHON_NETWORK_ISOLATION=namespace to require the namespace.",
-        reason,
-    )
-    return []
+def _flag_env(name: str) -> bool:
+    raw = os.environ.get(name, "0")
+    if raw not in ("0", "1"):
+        raise ValueError(f"{name}={raw!r}: use 0 or 1")
+    return raw == "1"
 
 
 def build_server(mode: Mode) -> MCPServer:
-    """The python server configured from ``SKYRL_PYTHON_*``; it has no live mode."""
+    """The python server configured from ``SKYRL_PYTHON_*``; it has no live mode. Raises
+    ``SandboxUnavailableError`` when this machine cannot run the sandbox (unless ``SKYRL_PYTHON_UNSAFE_NO_SANDBOX``)."""
     if mode == "live":
         raise LiveModeError("the python server has no live mode (it calls no outside API); run it with --mode offline")
     config = SandboxConfig.from_env()
-    return create_server(config, launcher=_launcher_for(config.network_isolation))
+    if config.unsafe_no_sandbox:
+        logger.warning(
+            "SKYRL_PYTHON_UNSAFE_NO_SANDBOX=1: programs run without the sandbox, as this user, with read and write "
+            "access to this user's files (home folder, credentials, checkpoints)"
+        )
+    else:
+        require_sandbox(config.allow_network)
+    return create_server(config)
 
 
-def create_server(config: SandboxConfig, launcher: list[str]) -> MCPServer:
+def create_server(config: SandboxConfig) -> MCPServer:
+    network = "the host's network" if config.allow_network else "no network"
     limits = (
-        f"at most {config.timeout_s:g} s wall clock, {config.memory_mb} MB memory, no network, an empty temporary "
+        f"at most {config.timeout_s:g} s wall clock, {config.memory_mb} MB memory, {network}, an empty temporary "
         "working directory, no stdin; nothing carries over between calls"
     )
     server = MCPServer("python", instructions=f"Runs Python 3 programs in a fresh sandbox per call: {limits}.")
@@ -143,10 +130,10 @@ def create_server(config: SandboxConfig, launcher: list[str]) -> MCPServer:
                 timeout=min(timeout_s or config.timeout_s, config.timeout_s),
                 memory_limit_mb=config.memory_mb,
                 max_output_chars=config.max_output_chars,
-                block_network=True,
-                launcher=launcher,
+                allow_network=config.allow_network,
+                unsafe_no_sandbox=config.unsafe_no_sandbox,
             )
-        except OSError as exc:  # no process slots, disk full, launcher missing: the server itself is in trouble
+        except OSError as exc:  # no process slots, disk full: the server itself is in trouble
             raise ToolError(f"could not start the Python interpreter ({exc})") from None
         return _result(execution)
 
