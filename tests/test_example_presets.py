@@ -83,9 +83,12 @@ MCP_BEFORE = {
     "trainer.project_name": "mcp_cpu",
     "trainer.run_name": "grpo_smollm2_lora_market",
     "trainer.logger": ["console", "jsonl", "tensorboard"],
+    "trainer.warm_start": True,
+    "sft.train_data": [f"{OUT}/data/warm_start.jsonl"],
+    "sft.max_length": 1408,
     "generator.max_num_seqs": 32,
     "generator.n_samples_per_prompt": 4,
-    "generator.max_input_length": 1152,
+    "generator.max_input_length": 1408,
     "generator.max_turns": 3,
     "generator.truncated_turn_ends_trajectory": True,
     "generator.sampling_params.max_generate_length": 96,
@@ -103,6 +106,7 @@ MCP_BEFORE = {
 MCP_VLLM_BEFORE = {
     **MCP_BEFORE,
     "trainer.placement.colocate_all": False,
+    "trainer.warm_start_reference": "base",
     "generator.backend": "vllm",
     "generator.model_dtype": "float32",
     "generator.engine_init_kwargs.kv_cache_memory_bytes": 1073741824,
@@ -212,7 +216,7 @@ def test_main_jobs_demonstrations_are_played_with_the_env_settings_its_training_
 
 def test_main_job_with_the_vllm_preset_resolves_the_config_engine_vllm_resolved_before():
     # what ENGINE=vllm puts before the script's own arguments
-    vllm = ("--config", str(EXAMPLES / "cpu_vllm.yaml"))
+    vllm = ("--config", str(EXAMPLES / "cpu_vllm.yaml"), "trainer.warm_start_reference=base")
     arguments = script_arguments(
         EXAMPLES / "mcp" / "run_grpo.sh", {"repo_root": str(REPO), "OUT": OUT, "DATA": f"{OUT}/data"}, vllm
     )

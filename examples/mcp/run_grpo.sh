@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Main job: GRPO on MCP tool-use questions against the bundled offline market-data MCP server, about 30 minutes on a
-# 2-core CPU from a fresh clone. The recipe, with the reason for each value, is examples/mcp/grpo.yaml; this script
-# makes the data, trains, and writes the reports: $OUT/exports/report/summary.md (eval per template before vs after,
+# Main job: an SFT warm start, then GRPO, on MCP tool-use questions against the bundled offline market-data MCP server:
+# about 55 minutes on a 2-core CPU in fp32 (run W1, docs/results.md). The recipe, with the reason for each value, is
+# examples/mcp/grpo.yaml; this script makes the data, trains, and writes the reports: $OUT/exports/report/summary.md (eval per template before vs after,
 # the curve), $OUT/exports/report/held_out.md (pass@1 per template and entity split, seen / unseen, at every eval,
 # beside the best question-agnostic rule) and $OUT/exports/report/evals.html (per template and step, failure
 # categories).
@@ -19,7 +19,7 @@
 # demonstrations $OUT/data/warm_start.jsonl holds, default one per training question, 0 for none, and the share of
 # them that recover from a tool error). The demonstrations (`python -m skyrl_integrations.datasets.demonstrations
 # --help`) are episodes a scripted solver plays through the env and the server on the training questions, written as
-# the generator sees an episode, for a supervised warm start; the training command does not read them yet. The data,
+# the generator sees an episode, for the supervised warm start before GRPO (0: GRPO from the base model). The data,
 # the rule baseline ($OUT/data/rule_baseline.json) and the demonstrations are made once into $OUT/data: change OUT (or
 # delete that folder) after changing them.
 # Bigger settings: examples/README.md.
@@ -31,7 +31,9 @@ python="$repo_root/.venv/bin/python"
 if [[ "${ENGINE:-hf}" == vllm ]]; then
     bash "$repo_root/scripts/setup_vllm.sh"
     python="$repo_root/.venv/vllm/bin/python"
-    set -- --config "$repo_root/examples/cpu_vllm.yaml" "$@"
+    # vLLM engines receive the LoRA adapter only, not base weights with the warm start folded in: RL goes on training
+    # the warm-start adapter, with the base model as the KL reference (docs: skyrl-train/docs/sft.md).
+    set -- --config "$repo_root/examples/cpu_vllm.yaml" trainer.warm_start_reference=base "$@"
 fi
 
 OUT="${OUT:-$repo_root/outputs/mcp}"
@@ -91,6 +93,8 @@ export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}"
     data.train_data="[$DATA/train.parquet]" \
     data.val_data="[$DATA/validation.parquet]" \
     +environment.skyrl_gym.mcp_tool.demonstrations="$repo_root/examples/mcp/demonstrations.json" \
+    trainer.warm_start="$([[ "${WARM_START_SIZE:-}" == 0 ]] && echo false || echo true)" \
+    sft.train_data="$([[ "${WARM_START_SIZE:-}" == 0 ]] && echo '[]' || echo "[$DATA/warm_start.jsonl]")" \
     trainer.ckpt_path="$OUT/ckpts" \
     trainer.export_path="$OUT/exports" \
     "$@"

@@ -360,3 +360,8 @@ class _S3Store:
             yield
         except (BotoCoreError, ClientError) as exc:
             raise DumpError(f"{location}: {exc}") from exc
+
+
+def step_title(label: str) -> str:
+    """How a report names step ``label``: ``step 9``, and ``base`` for the model before its warm start."""
+    return label if label == BASE_LABEL else f"step {label}"

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from skyrl_integrations.analysis.categories import CATEGORIES
+from skyrl_integrations.analysis.dumps import step_title
 from skyrl_integrations.analysis.metrics import OVERALL
 from skyrl_integrations.extras import missing_extra
 
@@ -232,7 +233,7 @@ def _grouped_bars(groups: list[str], series: list[str], value, ylabel: str) -> s
     for i, name in enumerate(series):
         heights = [value(group, name) for group in groups]
         xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
-        ax.bar(xs, [0.0 if h is None else h for h in heights], width, label=f"step {name}")
+        ax.bar(xs, [0.0 if h is None else h for h in heights], width, label=step_title(name))
     rotate = len(groups) > 4
     ax.set_xticks(range(len(groups)), groups, rotation=30 if rotate else 0, ha="right" if rotate else "center")
     ax.set_ylabel(ylabel)

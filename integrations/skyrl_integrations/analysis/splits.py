@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyrl_integrations.analysis.dumps import DumpedTrajectory
+from skyrl_integrations.analysis.dumps import DumpedTrajectory, step_title
 from skyrl_integrations.analysis.metrics import OVERALL, summarize
 
 ALL_SPLIT = "all"
@@ -59,7 +59,7 @@ def format_markdown(
     """The markdown report: one row per template and split, a column per eval step, the change from the first step
     to the last, and (with ``baseline``) the best rule for that template and split and the best single rule's score."""
     labels = list(next(iter(next(iter(table.values())).values()))["steps"]) if table else []
-    headers = ["template", "split", "questions", *(f"step {label}" for label in labels), "change"]
+    headers = ["template", "split", "questions", *(step_title(label) for label in labels), "change"]
     if baseline is not None:
         headers += ["best rule for it", "best single rule"]
     lines = [
