@@ -62,8 +62,8 @@ MCP_BEFORE = {
     "data.balance_by": "data_source",
     "trainer.policy.model.lora.rank": 32,
     "trainer.policy.model.lora.alpha": 64,
-    "trainer.policy.optimizer_config.lr": 3e-4,
-    "trainer.algorithm.kl_loss_coef": 0.01,
+    "trainer.policy.optimizer_config.lr": 1e-4,
+    "trainer.algorithm.kl_loss_coef": 0.05,
     "trainer.algorithm.zero_variance_filter": True,
     "trainer.algorithm.zero_variance_kl_rows": 1,
     "trainer.algorithm.zero_variance_kl_coef": 1.0,
@@ -86,6 +86,7 @@ MCP_BEFORE = {
     "trainer.warm_start": True,
     "sft.train_data": [f"{OUT}/data/warm_start.jsonl"],
     "sft.max_length": 1408,
+    "sft.num_epochs": 2,
     "generator.max_num_seqs": 32,
     "generator.n_samples_per_prompt": 4,
     "generator.max_input_length": 1408,
@@ -100,6 +101,8 @@ MCP_BEFORE = {
     "environment.skyrl_gym.mcp_tool.demonstrations": f"{REPO}/examples/mcp/demonstrations.json",
     "environment.skyrl_gym.mcp_tool.max_calls_per_turn": 1,
     "environment.skyrl_gym.mcp_tool.reward_weights.format": 0,
+    "environment.skyrl_gym.mcp_tool.reward_weights.tools": 0,
+    "environment.skyrl_gym.mcp_tool.reward_weights.params": 0,
     "environment.skyrl_gym.mcp_tool.last_turn_note": "",
 }
 
@@ -195,23 +198,27 @@ def test_main_job_resolves_the_config_it_resolved_before():
 
 
 def test_main_jobs_demonstrations_are_played_with_the_env_settings_its_training_command_resolves():
-    variables = {"repo_root": str(REPO), "OUT": OUT, "DATA": f"{OUT}/data", "WARM_START_SIZE": ""}
+    variables = {"repo_root": str(REPO), "OUT": OUT, "DATA": f"{OUT}/data", "WARM_START_SIZE": "", "TRAIN_SIZE": "72"}
     script = EXAMPLES / "mcp" / "run_grpo.sh"
     demonstrations = script_arguments(
         script, {**variables, "WARM_START_RECOVERY": "0.25"}, command=DEMONSTRATIONS, start="warm_start_env="
     )
-    options = dict(zip(demonstrations[::2], demonstrations[1::2], strict=True))
-    env_config = json.loads(options.pop("--env-config"))
-    assert options == {
-        "--data": f"{OUT}/data/train.parquet",
-        "--output": f"{OUT}/data/warm_start.jsonl",
-        "--max-turns": "3",
-        "--recovery-fraction": "0.25",
-    }
+    options = list(zip(demonstrations[::2], demonstrations[1::2], strict=True))
+    env_config = json.loads(dict(options)["--env-config"])
+    assert [pair for pair in options if pair[0] != "--env-config"] == [
+        ("--data", f"{OUT}/data/warm_start_questions/train.parquet"),
+        # none of the questions the run trains or evaluates on
+        ("--exclude", f"{OUT}/data/train.parquet"),
+        ("--exclude", f"{OUT}/data/validation.parquet"),
+        ("--output", f"{OUT}/data/warm_start.jsonl"),
+        ("--max-turns", "3"),
+        ("--limit", "72"),
+        ("--recovery-fraction", "0.25"),
+    ]
     presets, overrides = split_cli_args(script_arguments(script, variables))
     training = to_dict(load_config(overrides, presets=presets))
     assert env_config == training["environment"]["skyrl_gym"]["mcp_tool"]
-    assert int(options["--max-turns"]) == training["generator"]["max_turns"]
+    assert int(dict(options)["--max-turns"]) == training["generator"]["max_turns"]
 
 
 def test_main_job_with_the_vllm_preset_resolves_the_config_engine_vllm_resolved_before():

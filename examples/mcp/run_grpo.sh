@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Main job: an SFT warm start, then GRPO, on MCP tool-use questions against the bundled offline market-data MCP server:
-# about 55 minutes on a 2-core CPU in fp32 (run W1, docs/results.md). The recipe, with the reason for each value, is
+# about an hour on a 2-core CPU in fp32 (runs W1-W4, docs/results.md). The recipe, with the reason for each value, is
 # examples/mcp/grpo.yaml; this script makes the data, trains, and writes the reports: $OUT/exports/report/summary.md (eval per template before vs after,
 # the curve), $OUT/exports/report/held_out.md (pass@1 per template and entity split, seen / unseen, at every eval,
 # beside the best question-agnostic rule) and $OUT/exports/report/evals.html (per template and step, failure
@@ -15,11 +15,12 @@
 # HELD_OUT_ENTITIES (1: held-out questions name companies and months no training question names; 0: split by question
 # hash, for templates that do not hold entities out), SEEN_VAL_SIZE (with HELD_OUT_ENTITIES=1: more held-out questions
 # about training entities, the "seen" split), HINT_FRACTION (share of the training questions that end with a hint
-# naming the tools and the field; held-out questions never do), WARM_START_SIZE / WARM_START_RECOVERY (how many
-# demonstrations $OUT/data/warm_start.jsonl holds, default one per training question, 0 for none, and the share of
-# them that recover from a tool error). The demonstrations (`python -m skyrl_integrations.datasets.demonstrations
-# --help`) are episodes a scripted solver plays through the env and the server on the training questions, written as
-# the generator sees an episode, for the supervised warm start before GRPO (0: GRPO from the base model). The data,
+# naming the tools and the field, default none; held-out questions never do), WARM_START_SIZE / WARM_START_RECOVERY
+# (how many demonstrations $OUT/data/warm_start.jsonl holds, default as many as training questions, 0 for none, and
+# the share of them that recover from a tool error). The demonstrations (`python -m
+# skyrl_integrations.datasets.demonstrations --help`) are episodes a scripted solver plays through the env and the
+# server on questions of their own about training entities ($OUT/data/warm_start_questions), written as the generator
+# sees an episode, for the supervised warm start before GRPO (0: GRPO from the base model). The data,
 # the rule baseline ($OUT/data/rule_baseline.json) and the demonstrations are made once into $OUT/data: change OUT (or
 # delete that folder) after changing them.
 # Bigger settings: examples/README.md.
@@ -45,10 +46,10 @@ SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single,multi_step}"
 TEMPLATES="${TEMPLATES-price_field,price_field_by_name,financial_field,month_end_close}"
 HELD_OUT_ENTITIES="${HELD_OUT_ENTITIES:-1}"
-# Half of the training questions end with their template's hint: without hints the untrained model called
-# get_financials for a financial question in 0 of 40 samples, with half of them hinted in 25 of 40 (docs/results.md,
-# runs L2-L5).
-HINT_FRACTION="${HINT_FRACTION:-0.5}"
+# No hints: they were for GRPO from the untrained model, which without them called get_financials for a financial
+# question in 0 of 40 samples (docs/results.md, runs L2-L5); the warm start teaches the calls on unhinted questions, as
+# held-out ones come.
+HINT_FRACTION="${HINT_FRACTION:-0}"
 WARM_START_SIZE="${WARM_START_SIZE:-}"
 WARM_START_RECOVERY="${WARM_START_RECOVERY:-0.25}"
 split_args=()
@@ -74,13 +75,22 @@ if [[ "$HELD_OUT_ENTITIES" == 1 ]]; then
     baseline_args=(--rule-baseline "$DATA/rule_baseline.json")
 fi
 # Demonstrations for the warm start, played with the env settings the training command resolves
-# (environment.skyrl_gym.mcp_tool and generator.max_turns; tests/test_example_presets.py checks that they agree).
+# (environment.skyrl_gym.mcp_tool and generator.max_turns; tests/test_example_presets.py checks that they agree), on
+# questions of their own: training entities, no hints (as held-out questions come), none that RL trains on
+# (demonstrated ones scored 1.0 in every sample after the warm start, so their groups carried no signal: run W1) or
+# that the evals ask.
 if [[ "$WARM_START_SIZE" != 0 && ! -f "$DATA/warm_start.jsonl" ]]; then
-    warm_start_env='{"max_calls_per_turn": 1, "reward_weights": {"format": 0}, "last_turn_note": "", '
+    "$python" -m skyrl_integrations.datasets.rule_based --output-dir "$DATA/warm_start_questions" \
+        --train-size "$((2 * ${WARM_START_SIZE:-$TRAIN_SIZE}))" --val-size 0 --servers "$SERVERS" \
+        --complexities "$COMPLEXITIES" ${TEMPLATES:+--templates "$TEMPLATES" --balance-templates} "${split_args[@]}" \
+        --hint-fraction 0 --seed 1 --no-jsonl --overwrite
+    warm_start_env='{"max_calls_per_turn": 1, "reward_weights": {"format": 0, "tools": 0, "params": 0}, '
+    warm_start_env+='"last_turn_note": "", '
     warm_start_env+="\"demonstrations\": \"$repo_root/examples/mcp/demonstrations.json\"}"
-    "$python" -m skyrl_integrations.datasets.demonstrations --data "$DATA/train.parquet" \
-        --output "$DATA/warm_start.jsonl" --env-config "$warm_start_env" --max-turns 3 \
-        ${WARM_START_SIZE:+--limit "$WARM_START_SIZE"} --recovery-fraction "$WARM_START_RECOVERY"
+    "$python" -m skyrl_integrations.datasets.demonstrations --data "$DATA/warm_start_questions/train.parquet" \
+        --exclude "$DATA/train.parquet" --exclude "$DATA/validation.parquet" --output "$DATA/warm_start.jsonl" \
+        --env-config "$warm_start_env" --max-turns 3 --limit "${WARM_START_SIZE:-$TRAIN_SIZE}" \
+        --recovery-fraction "$WARM_START_RECOVERY"
 fi
 
 # glibc raises its mmap threshold to the size of every large block freed (up to 32 MiB); after that the hf engine's KV

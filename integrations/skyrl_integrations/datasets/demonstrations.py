@@ -17,7 +17,10 @@ row, before any episode runs.
 Error-and-recovery episodes first make a plausible mistake that the server refuses (`MISTAKES`, by the recipe's first
 tool), read the error, then follow the recipe. ``--recovery-fraction`` of the episodes played (to the nearest whole
 number) are such episodes, on rows whose recipe has a mistake and a turn to spare for it (too few such rows is an
-error); the others play the recipe alone. ``--limit`` plays the first rows with the templates taking turns. A mistake
+error); the others play the recipe alone. ``--limit`` plays the first rows with the templates taking turns. ``--exclude``
+names questions the run trains or evaluates on (its ``data.train_data`` and ``data.val_data``): rows with one of their task ids are not played, so
+that the warm start does not hand RL the answers to its own questions (whose groups would then all score 1.0 and carry
+no signal). A mistake
 that the server does not refuse, or a recipe call that it does, is an error naming the row. Only episodes the env
 scores 1.0 are written; any other is left out and named on stderr.
 
@@ -55,7 +58,7 @@ from skyrl_integrations.datasets.rule_based import FREE_TEXT_ARGUMENTS
 from skyrl_integrations.datasets.schema import ENV_CLASS
 from skyrl_integrations.mcp.prompt import call_text
 
-__all__ = ["MISTAKES", "DemonstrationError", "Plan", "main", "make_demonstrations", "plan_rows"]
+__all__ = ["MISTAKES", "DemonstrationError", "Plan", "main", "make_demonstrations", "plan_rows", "task_ids"]
 
 DEFAULT_RECOVERY_FRACTION = 0.25
 Call = tuple[str, dict[str, Any]]
@@ -172,6 +175,16 @@ def plan_row(row: Mapping[str, Any], where: str, env_config: Mapping[str, Any], 
     mistake = make_mistake(calls, entity) if make_mistake is not None and len(calls) + 2 <= turns else None
     template = str(info.get("template") or row.get("data_source"))
     return Plan(where, row, str(truth.task_id), template, calls, truth.expected_answer, mistake)
+
+
+def task_ids(rows: Sequence[Mapping[str, Any]], source: str) -> set[str]:
+    """The task ids of `rows` (any split), from their ground truth as the env parses it."""
+    ids = set()
+    for index, row in enumerate(rows):
+        env = _make_env(row, f"{source}: row {index}", {}, None)
+        ids.add(str(env.ground_truth.task_id))
+        env.close()
+    return ids
 
 
 def _arguments(step: Any, entity: str | None, where: str) -> dict[str, Any]:
@@ -315,6 +328,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-turns", type=int, default=None, help="the run's generator.max_turns (default: the row's)"
     )
+    parser.add_argument(
+        "--exclude",
+        type=Path,
+        action="append",
+        default=[],
+        help="questions not to play (rows with one of their task ids), e.g. the RL run's training and eval data; repeatable",
+    )
     parser.add_argument("--limit", type=int, default=None, help="at most this many episodes (default: one per row)")
     parser.add_argument(
         "--recovery-fraction",
@@ -332,6 +352,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise DemonstrationError(f"--limit must be >= 1, got {args.limit}")
         rows = read_rows(args.data, "skyrl_integrations.datasets.demonstrations")
         plans = plan_rows(rows, str(args.data), args.env_config, args.max_turns)
+        excluded = {
+            task_id
+            for path in args.exclude
+            for task_id in task_ids(read_rows(path, "skyrl_integrations.datasets.demonstrations"), str(path))
+        }
+        plans = [plan for plan in plans if plan.task_id not in excluded]
+        if not plans:
+            raise DemonstrationError(f"every row of {args.data} is in {', '.join(map(str, args.exclude))}")
         episodes = make_demonstrations(
             plans,
             args.env_config,

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[3]
 TEMPLATES = ["price_field", "price_field_by_name", "financial_field", "month_end_close"]
 ENV_CONFIG = {
     "max_calls_per_turn": 1,
-    "reward_weights": {"format": 0},
+    "reward_weights": {"format": 0, "tools": 0, "params": 0},
     "last_turn_note": "",
     "demonstrations": str(REPO / "examples" / "mcp" / "demonstrations.json"),
 }
@@ -221,3 +221,38 @@ def test_a_limit_takes_the_templates_in_turn(data):
     first = list(dict.fromkeys(plan.template for plan in plans))
     assert [e["template"] for e in made] == first * 2
     assert [e["kind"] for e in made].count("recovery") == 4
+
+
+def test_excluded_questions_are_not_played_and_nothing_left_is_an_error(data, capsys):
+    # The main job's warm-start questions: a draw of their own (another seed, no hints), less the run's questions.
+    own = data / "own"
+    rule_based.main(
+        ["--output-dir", str(own), "--train-size", "48", "--val-size", "0", "--templates", ",".join(TEMPLATES)]
+        + ["--balance-templates", "--held-out-entities", "--complexities", "single,multi_step", "--seed", "1"]
+    )
+    run_ids = {
+        row["reward_spec"]["ground_truth"]["task_id"]
+        for name in ("train.parquet", "validation.parquet")
+        for row in read_rows(data / name, "test")
+    }
+    own_ids = [row["reward_spec"]["ground_truth"]["task_id"] for row in read_rows(own / "train.parquet", "test")]
+    assert run_ids & set(own_ids), "the two draws share no question: the exclusion would not be tested"
+    output = own / "warm_start.jsonl"
+    excluded = ["--exclude", str(data / "train.parquet"), "--exclude", str(data / "validation.parquet")]
+    status = demonstrations.main(
+        ["--data", str(own / "train.parquet"), "--output", str(output), "--env-config", json.dumps(ENV_CONFIG)]
+        + ["--max-turns", str(MAX_TURNS), "--recovery-fraction", "0"]
+        + excluded
+    )
+    assert status == 0
+    written = [json.loads(line)["task_id"] for line in output.read_text().splitlines()]
+    assert sorted(written) == sorted(i for i in own_ids if i not in run_ids)
+
+    status = demonstrations.main(
+        ["--data", str(data / "train.parquet"), "--output", str(data / "none.jsonl"), "--exclude"]
+        + [str(data / "train.parquet")]
+    )
+    assert (status, (data / "none.jsonl").exists()) == (1, False)
+    assert capsys.readouterr().err == (
+        f"demonstrations: error: every row of {data / 'train.parquet'} is in {data / 'train.parquet'}\n"
+    )
