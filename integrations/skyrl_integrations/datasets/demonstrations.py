@@ -17,12 +17,12 @@ row, before any episode runs.
 Error-and-recovery episodes first make a plausible mistake that the server refuses (`MISTAKES`, by the recipe's first
 tool), read the error, then follow the recipe. ``--recovery-fraction`` of the episodes played (to the nearest whole
 number) are such episodes, on rows whose recipe has a mistake and a turn to spare for it (too few such rows is an
-error); the others play the recipe alone. ``--limit`` plays the first rows with the templates taking turns. ``--exclude``
-names questions the run trains or evaluates on (its ``data.train_data`` and ``data.val_data``): rows with one of their task ids are not played, so
-that the warm start does not hand RL the answers to its own questions (whose groups would then all score 1.0 and carry
-no signal). A mistake
-that the server does not refuse, or a recipe call that it does, is an error naming the row. Only episodes the env
-scores 1.0 are written; any other is left out and named on stderr.
+error); the others play the recipe alone. ``--limit`` plays the first rows with the templates taking turns.
+``--exclude`` names questions the run trains or evaluates on (its ``data.train_data`` and ``data.val_data``): rows with
+one of their task ids are not played, so that the warm start does not hand RL the answers to its own questions (whose
+groups would then all score 1.0 and carry no signal). A mistake that the server does not refuse, or a recipe call that
+it does, is an error naming the row. Only episodes the env scores 1.0 are written; any other is left out and named on
+stderr.
 
 Each line of the output is one episode::
 
@@ -333,7 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         action="append",
         default=[],
-        help="questions not to play (rows with one of their task ids), e.g. the RL run's training and eval data; repeatable",
+        help="questions not to play (rows with one of their task ids), e.g. the run's training and eval data; "
+        "repeatable",
     )
     parser.add_argument("--limit", type=int, default=None, help="at most this many episodes (default: one per row)")
     parser.add_argument(
