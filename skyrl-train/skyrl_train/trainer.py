@@ -78,6 +78,8 @@ DATA_STATE_FILE = "data.pt"
 TRAINED_PROMPTS_KEY = "trained_prompts"
 """The key of an asynchronous run's data state (`fully_async_trainer.PromptStream`) listing the trained prompts of its
 open epochs; the synchronous loop refuses such a state."""
+PTX_STATE_KEY = "ptx"
+"""The key of the data state holding the position in the ptx term's conversations (`trainer.algorithm.ptx_coef`)."""
 
 
 class InfraFailureError(RuntimeError):
@@ -440,13 +442,15 @@ class PPOTrainer(TrainingRun):
 
         micro = cfg.trainer.micro_train_batch_size_per_gpu
         epochs = cfg.trainer.update_epochs_per_batch
+        ptx_batch = self.warm_start.next_ptx_batch() if self.warm_start is not None else None
+        ptx = {} if ptx_batch is None else {"sft_batch": ptx_batch}  # the ptx term: single-process policies only
         with self._timer("train_critic_and_policy", metrics):
             if self.critic is not None:
                 with self._timer("critic_train", metrics):
                     critic_rows = self._mini_batch_rows(cfg.trainer.critic_mini_batch_size, rows)
                     metrics.update(self.critic.ppo_train(training_batch, critic_rows, micro, epochs))
             with self._timer("policy_train", metrics):
-                metrics.update(self.policy.ppo_train(training_batch, policy_rows, micro, epochs))
+                metrics.update(self.policy.ppo_train(training_batch, policy_rows, micro, epochs, **ptx))
         return metrics
 
     def _ref_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
@@ -528,8 +532,12 @@ class PPOTrainer(TrainingRun):
     # ------------------------------------------------------------------------------------ checkpoints
 
     def data_state(self) -> dict[str, Any]:
-        """Where in the training data the run is, as a checkpoint stores it (`DATA_STATE_FILE`)."""
-        return self.train_loader.state_dict()
+        """Where in the training data the run is, as a checkpoint stores it (`DATA_STATE_FILE`); with a ptx term
+        also where in the warm start's conversations (under `PTX_STATE_KEY`)."""
+        state = self.train_loader.state_dict()
+        if self.warm_start is not None and self.warm_start.ptx_loader is not None:
+            state[PTX_STATE_KEY] = self.warm_start.ptx_loader.state_dict()
+        return state
 
     def load_data_state(self, state: dict[str, Any]) -> None:
         """Resume at `state` (`data_state` of the checkpoint); raises `ValueError` when it does not apply.
@@ -543,7 +551,14 @@ class PPOTrainer(TrainingRun):
                 "the checkpoint's data state was written by asynchronous training (trainer.fully_async."
                 "max_staleness_steps > 0): resume it asynchronously, which knows which prompts of its epoch were trained"
             )
+        state = dict(state)
+        ptx_state = state.pop(PTX_STATE_KEY, None)
         self.train_loader.load_state_dict(state)
+        ptx_loader = self.warm_start.ptx_loader if self.warm_start is not None else None
+        if ptx_loader is not None and ptx_state is not None:
+            ptx_loader.load_state_dict(ptx_state)
+        elif ptx_loader is not None:
+            logger.warning("the checkpoint has no position in the ptx term's conversations: they start over")
 
     # --------------------------------------------------------------------------------------- helpers
 

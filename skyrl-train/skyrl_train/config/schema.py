@@ -330,6 +330,17 @@ class AlgorithmConfig(AddedKeys):
         "KL coefficient of the rows zero_variance_kl_rows keeps (null: kl_loss_coef), so that prompts without a "
         "learning signal can be anchored harder than the groups that learn.",
     )
+    ptx_coef: float = knob(
+        0.0,
+        "Weight of a supervised term in every RL optimizer step: the cross-entropy of a batch of the warm start's "
+        "conversations (sft.train_data), as InstructGPT's and OpenRLHF's ptx loss, so that RL keeps what the warm start "
+        "taught. 0: none. Needs trainer.warm_start=true.",
+    )
+    ptx_batch_size: int = knob(
+        4,
+        "Conversations in the ptx term of each RL optimizer step: the next batch of sft.train_data, reshuffled every "
+        "pass with trainer.seed.",
+    )
     hinted_rows_positive_only: bool = knob(
         False,
         "With generator.train_without_hints: a row trained without its hint keeps only a positive advantage (a negative "

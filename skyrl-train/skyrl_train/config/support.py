@@ -496,6 +496,12 @@ CONDITIONAL: tuple[Conditional, ...] = (
         "only with zero_variance_kl_rows",
     ),
     Conditional(
+        ("trainer.algorithm.ptx_batch_size",),
+        lambda cfg: cfg.trainer.algorithm.ptx_coef > 0,
+        "trainer.algorithm.ptx_coef > 0 (with trainer.warm_start=true)",
+        "only with ptx_coef",
+    ),
+    Conditional(
         ("trainer.algorithm.hinted_rows_positive_only",),
         lambda cfg: cfg.generator.train_without_hints,
         "generator.train_without_hints=true",

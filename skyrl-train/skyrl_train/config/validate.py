@@ -384,6 +384,18 @@ def _check_algorithm(cfg: SkyRLConfig, problems: list[str]) -> None:
     _at_least(problems, "trainer.algorithm.zero_variance_kl_rows", a.zero_variance_kl_rows, 0)
     if a.zero_variance_kl_coef is not None:
         _at_least(problems, "trainer.algorithm.zero_variance_kl_coef", a.zero_variance_kl_coef, 0)
+    _at_least(problems, "trainer.algorithm.ptx_coef", a.ptx_coef, 0)
+    _at_least(problems, "trainer.algorithm.ptx_batch_size", a.ptx_batch_size, 1)
+    if a.ptx_coef > 0 and not t.warm_start:
+        problems.append(
+            "trainer.algorithm.ptx_coef > 0 trains on the warm start's conversations during RL: set trainer.warm_start="
+            "true (with sft.train_data), or ptx_coef=0."
+        )
+    if a.ptx_coef > 0 and t.fully_async.max_staleness_steps > 0:
+        problems.append(
+            "trainer.algorithm.ptx_coef > 0 is not implemented with asynchronous training "
+            "(trainer.fully_async.max_staleness_steps > 0): set ptx_coef=0 or max_staleness_steps=0."
+        )
     ds = a.dynamic_sampling
     _at_least(problems, "trainer.algorithm.dynamic_sampling.max_sample_batches", ds.max_sample_batches, 1)
     if not 0 <= ds.min_replace_ratio <= 1:

@@ -26,19 +26,27 @@ What happens (`PPOTrainer` drives it at the start of training):
    ``<ckpt_path>/warm_start/``. A resumed run loads them instead of repeating the SFT steps (a LoRA checkpoint holds
    only the adapter, and after a fold the base weights are the warm start's); where they are missing (a new node
    resuming from S3) the warm start runs again before the RL checkpoint loads.
+6. With ``trainer.algorithm.ptx_coef > 0`` the conversations stay in RL: each RL update adds the SFT loss of the next
+   ``trainer.algorithm.ptx_batch_size`` of them, times ``ptx_coef``, to every optimizer step (the ptx term of
+   InstructGPT and OpenRLHF; `PolicyWorker.ppo_train`'s ``sft_batch``), so that RL keeps what the warm start taught
+   while it learns the rest. Their own loader, reshuffled every pass with ``trainer.seed``, resumes with the RL
+   checkpoint's data state.
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from safetensors.torch import load_model, save_model
 
-from skyrl_train.sft.encoding import sft_datasets
+from skyrl_train.dataset import PromptDataLoader
+from skyrl_train.sft.encoding import collate, sft_datasets
 from skyrl_train.sft.trainer import SFTTrainer, sft_optimizer_config
 from skyrl_train.tracking import Tracking
+from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.utils.fs import fsync_tree, remove_tree, replace_dir
 
 __all__ = ["BASE_EVAL_DIR", "WARM_START_DIR", "WarmStart"]
@@ -73,6 +81,27 @@ class WarmStart:
         to_warm_start = t.warm_start_reference == "warm_start"
         self.fold = policy.uses_lora and to_warm_start
         self.reference_takes_policy = ref is not None and not policy.uses_lora and to_warm_start
+        a = t.algorithm
+        self.ptx_loader: PromptDataLoader | None = None
+        """The conversations of the ptx term during RL (step 6 of the module docstring); None without one."""
+        if a.ptx_coef > 0:
+            self.ptx_loader = PromptDataLoader(
+                self.train_data,
+                a.ptx_batch_size,
+                seed=t.seed,
+                collate_fn=partial(collate, pad_token_id=tokenizer.pad_token_id),
+            )
+            if len(self.ptx_loader) == 0:
+                raise ValueError(
+                    f"sft.train_data has {len(self.train_data)} conversations, fewer than "
+                    f"trainer.algorithm.ptx_batch_size={a.ptx_batch_size}: the ptx term would have none"
+                )
+
+    def next_ptx_batch(self) -> TrainingInputBatch | None:
+        """The ptx term's conversations for the next RL update (one pass after another), or None without a ptx term."""
+        if self.ptx_loader is None:
+            return None
+        return next(iter(self.ptx_loader))
 
     def restore(self) -> bool:
         """Load the policy as a previous run of this job left it after its warm start (``<ckpt_path>/warm_start/``),

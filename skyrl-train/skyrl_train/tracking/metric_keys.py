@@ -86,6 +86,7 @@ CONSOLE_KEYS: tuple[str, ...] = (
     r"sft/loss",
     r"eval/sft/loss",
     r"policy/policy_kl",
+    r"policy/ptx_loss",
     r"generate/avg_num_tokens",
     r"timing/step",
 )

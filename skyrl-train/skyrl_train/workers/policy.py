@@ -9,6 +9,8 @@ Loss of one mini-batch, every term reduced with the mini-batch's normaliser ``Z`
 with ``use_kl_loss``; rows the batch marks ``kl_only`` (kept by ``zero_variance_kl_rows``, advantage 0) weigh theirs
 with ``zero_variance_kl_coef`` when that is set, and count in the reported ``policy_kl`` like any other row.
 ``policy_entropy`` enters the loss only with ``use_entropy_loss``. Both are reported whenever they can be computed.
+With ``ppo_train``'s ``sft_batch`` each optimizer step also backpropagates ``ptx_coef · ptx_loss``, the SFT loss of
+those conversations (the ptx term; ``final_loss`` does not include it).
 
 Metrics of ``ppo_train`` (prefix ``policy/``), averaged over the update's optimizer steps unless noted:
 
@@ -21,6 +23,8 @@ Metrics of ``ppo_train`` (prefix ``policy/``), averaged over the update's optimi
 - ``approx_kl_old``: masked-token mean of the ``k3`` estimate of the KL between the current and the old policy;
 - counts over the update: ``skipped_steps`` (non-finite gradient norm), ``empty_loss_mask_skips``;
 - ``degenerate_update``: 1.0 if the policy never moved (below), else 0.0;
+- with an ``sft_batch``: ``ptx_loss`` and ``ptx_token_accuracy`` (``sft_train``'s ``loss`` and ``token_accuracy`` of
+  those conversations, before each step's update);
 - ``rollout_train_logprobs_abs_diff_mean`` / ``_std``: ``|rollout_logprobs − action_log_probs|`` on loss-masked
   tokens, when the batch carries rollout logprobs (engine vs trainer mismatch; should be ~0);
 - with ``trainer.algorithm.off_policy_correction`` on: ``loss_metrics/is_ratio_mean`` / ``_std`` / ``_min`` /
@@ -158,7 +162,11 @@ class PolicyWorker(TrainableWorker):
         self._old_logprobs_from_forward = False
         """Set by `ppo_train` for a batch without old logprobs (see there)."""
         self._supervised = False
-        """Set while `sft_train` / `sft_eval` run: the micro-batch loss is the SFT one (see there)."""
+        """Set while `sft_train` / `sft_eval` (and a ptx term) run: the micro-batch loss is the SFT one (see there)."""
+        self._supervised_weight = 1.0
+        """The factor on the SFT loss that is backpropagated: ``ptx_coef`` for the ptx term, else 1."""
+        self._ptx_batch: TrainingInputBatch | None = None
+        """Set by `ppo_train` for its ``sft_batch``: the conversations of the ptx term of each optimizer step."""
         self.base_weights_folded = False
         """The LoRA base weights are not the model path's: a warm start folded its adapter into them (`fold_adapter`,
         or its saved result loaded). The adapter alone then describes no model anyone can load, so no PEFT adapter
@@ -233,12 +241,22 @@ class PolicyWorker(TrainableWorker):
         return combined
 
     @contextmanager
-    def _supervised_loss(self) -> Iterator[None]:
-        self._supervised = True
+    def _supervised_loss(self, weight: float = 1.0) -> Iterator[None]:
+        self._supervised, self._supervised_weight = True, weight
         try:
             yield
         finally:
-            self._supervised = False
+            self._supervised, self._supervised_weight = False, 1.0
+
+    def _accumulate_other_terms(self, micro_batch_size: int) -> dict[str, float]:
+        """The ptx term (``ppo_train``'s ``sft_batch``): ``ptx_coef`` times the SFT loss of the conversations, its
+        gradient added to the RL mini-batch's before the optimizer step. Returns ``ptx_loss`` and
+        ``ptx_token_accuracy`` (``sft_train``'s ``loss`` and ``token_accuracy``, unweighted)."""
+        if self._ptx_batch is None:
+            return {}
+        with self._supervised_loss(self.algorithm_config.ptx_coef):
+            metrics = self.forward_backward(self._ptx_batch, micro_batch_size)
+        return {"ptx_loss": metrics["loss"], "ptx_token_accuracy": metrics["token_accuracy"]}
 
     def _sft_micro_batch_loss(
         self, micro_batch: TrainingInputBatch, info: MiniBatchInfo
@@ -263,7 +281,7 @@ class PolicyWorker(TrainableWorker):
             "token_accuracy": float((top1 * loss_mask).sum()) / info.num_tokens,
             "num_tokens": float(loss_mask.sum()),
         }
-        return loss, metrics
+        return (loss if self._supervised_weight == 1.0 else loss * self._supervised_weight), metrics
 
     @torch.no_grad()
     def fold_adapter(self) -> None:
@@ -397,9 +415,19 @@ class PolicyWorker(TrainableWorker):
         return metrics
 
     def ppo_train(
-        self, batch: TrainingInputBatch, mini_batch_size: int, micro_batch_size: int, update_epochs: int = 1
+        self,
+        batch: TrainingInputBatch,
+        mini_batch_size: int,
+        micro_batch_size: int,
+        update_epochs: int = 1,
+        *,
+        sft_batch: TrainingInputBatch | None = None,
     ) -> dict[str, float]:
         """See `TrainableWorker.ppo_train`.
+
+        ``sft_batch`` (conversations tokenised for SFT) adds the ptx term to every optimizer step of the update: the
+        gradient of ``trainer.algorithm.ptx_coef`` times their SFT loss (``sft_train``'s), computed under the
+        weights of that step; ``ptx_loss`` and ``ptx_token_accuracy`` report it, averaged over the steps.
 
         A batch without ``action_log_probs`` must get exactly one optimizer step (one epoch, one mini-batch): that
         step is taken after every micro-batch's backward, so the weights of the update's own forward ARE the old
@@ -434,10 +462,12 @@ class PolicyWorker(TrainableWorker):
             else:
                 batch["action_log_probs"] = torch.zeros_like(batch["loss_mask"], dtype=torch.float32)
         self._old_logprobs_from_forward = from_forward
+        self._ptx_batch = None if sft_batch is None else sft_batch.to(self.device)
         try:
             metrics = super().ppo_train(batch, mini_batch_size, micro_batch_size, update_epochs)
         finally:
             self._old_logprobs_from_forward = False
+            self._ptx_batch = None
         metrics[f"{self.metric_prefix}old_logprobs_from_update_forward"] = float(from_forward)
         return metrics
 

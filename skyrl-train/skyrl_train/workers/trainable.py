@@ -190,6 +190,11 @@ class TrainableWorker:
         """The micro-batch's share of the mini-batch loss and its additive metric contributions."""
         raise NotImplementedError
 
+    def _accumulate_other_terms(self, micro_batch_size: int) -> dict[str, float]:
+        """Add the gradient of loss terms that are not the mini-batch's to the accumulated one, before each optimizer
+        step of ``ppo_train`` (the policy's ptx term); returns their metrics. Default: none."""
+        return {}
+
     def _finalize_step_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
         """Turn the summed micro-batch metrics of one step into reported values (default: unchanged)."""
         return metrics
@@ -316,6 +321,7 @@ class TrainableWorker:
                     empty_skips += 1
                     continue
                 metrics = self.forward_backward(mini_batch, micro_batch_size)
+                metrics.update(self._accumulate_other_terms(micro_batch_size))
                 step = self.optim_step()
                 metrics.update(step)
                 steps.append((metrics, not step["skipped_steps"] and step[self.lr_metric] > 0))

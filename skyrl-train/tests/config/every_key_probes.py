@@ -380,10 +380,11 @@ def _trainer_step(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
         if worker is not None:
             train = worker.ppo_train
 
-            def recorded(batch, mini, micro, epochs, role=role, train=train):
+            def recorded(batch, mini, micro, epochs, role=role, train=train, **ptx):
                 calls.append((f"{role}.ppo_train", mini, micro, epochs))
                 seen[role] = batch
-                return train(batch, mini, micro, epochs)
+                seen[f"{role}.sft_batch"] = ptx.get("sft_batch")
+                return train(batch, mini, micro, epochs, **ptx)
 
             worker.ppo_train = recorded
     logprobs = policy.compute_logprobs
@@ -405,6 +406,7 @@ def _trainer_step(cfg: SkyRLConfig, workdir: Path) -> dict[str, Any]:
         "kl_in_reward": {k: round(v, 6) for k, v in metrics.items() if k.startswith("loss/")},
         "kl_coef_after": None if trainer.kl_controller is None else trainer.kl_controller.value,
         "policy/final_loss": round(metrics["policy/final_loss"], 6),
+        "ptx_conversations": None if seen["policy.sft_batch"] is None else seen["policy.sft_batch"].batch_size,
         "dumped": sorted(p.name for p in dumps.iterdir()) if dumps.exists() else [],
     }
 

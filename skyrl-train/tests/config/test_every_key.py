@@ -102,6 +102,7 @@ def where(*overrides: str) -> tuple[str, ...]:
     return overrides
 
 
+WARM_START_ON = ("trainer.warm_start=true", "sft.train_data=[{workdir}/chats.jsonl]")
 CRITIC = "trainer.critic.model.path={tiny}"
 POLICY_LORA = "trainer.policy.model.lora.rank=4"
 CRITIC_LORA = "trainer.critic.model.lora.rank=4"
@@ -253,6 +254,10 @@ ROWS: dict[str, Refused | Effect | Open] = {
             "trainer.algorithm.zero_variance_kl_rows=1",
             "trainer.ref.model.path={tiny_other}",
         ),
+    ),
+    "trainer.algorithm.ptx_coef": Effect(STEP, "1.0", "ptx_conversations", where(*WARM_START_ON), expect=4),
+    "trainer.algorithm.ptx_batch_size": Effect(
+        STEP, "2", "ptx_conversations", where(*WARM_START_ON, "trainer.algorithm.ptx_coef=1.0"), expect=2
     ),
     "trainer.algorithm.hinted_rows_positive_only": Effect(
         STEP, "true", "advantages", where("generator.train_without_hints=true")

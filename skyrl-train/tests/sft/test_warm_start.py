@@ -15,6 +15,8 @@ from skyrl_train.models.lora import ADAPTER_DIR
 from skyrl_train.sft.warm_start import WarmStart
 from skyrl_train.testing import TINY_RUN_OVERRIDES, randomize_lora_b
 from skyrl_train.tracking.metrics_file import read_metrics
+from skyrl_train.trainer import DATA_STATE_FILE, PTX_STATE_KEY
+from skyrl_train.utils.plain_data import load_plain
 from skyrl_train.workers import PolicyWorker
 
 from .conftest import TOOL_CONVERSATION, write_jsonl
@@ -151,6 +153,27 @@ def test_with_the_base_as_reference_rl_trains_on_the_warm_start_adapter(warm_sta
 def test_full_fine_tuning_copies_the_warm_start_into_the_reference_model(warm_start_run):
     rows = warm_start_run("full", "trainer.policy.model.lora.rank=0", "trainer.eval_interval=-1", "sft.lr=1e-3")
     assert rows[1]["policy/policy_kl"] == 0.0
+
+
+def test_the_ptx_term_trains_on_the_conversations_during_rl_and_resumes_where_it_was(warm_start_run, tmp_path):
+    """8 conversations, 2 a step: 4 ptx batches a pass; after 2 steps the pass is half done, after 4 (resumed at 2)
+    the next one starts."""
+    ptx = ("trainer.algorithm.ptx_coef=0.5", "trainer.algorithm.ptx_batch_size=2", "trainer.eval_interval=-1")
+    rows = warm_start_run("ptx", *ptx)
+    assert all(
+        rows[step]["policy/ptx_loss"] > 0 and 0 <= rows[step]["policy/ptx_token_accuracy"] <= 1 for step in (1, 2)
+    )
+    state = load_plain(tmp_path / "ptx/ckpts/global_step_2" / DATA_STATE_FILE)
+    assert (state[PTX_STATE_KEY]["epoch"], state[PTX_STATE_KEY]["position"]) == (0, 2)
+    warm_start_run("ptx", *ptx, "trainer.epochs=2")
+    state = load_plain(tmp_path / "ptx/ckpts/global_step_4" / DATA_STATE_FILE)
+    assert (state[PTX_STATE_KEY]["epoch"], state[PTX_STATE_KEY]["position"]) == (1, 0)
+
+
+def test_a_ptx_term_needs_a_warm_start():
+    with pytest.raises(ConfigError) as error:
+        load_config(["trainer.algorithm.ptx_coef=0.1"])
+    assert any(p.startswith("trainer.algorithm.ptx_coef > 0 trains on the warm start's") for p in error.value.problems)
 
 
 def test_a_warm_start_needs_data_and_the_single_strategy():
