@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Main job: an SFT warm start, then GRPO, on MCP tool-use questions against the bundled offline market-data MCP server:
-# about an hour on a 2-core CPU in fp32 (runs W1-W4, docs/results.md). The recipe, with the reason for each value, is
-# examples/mcp/grpo.yaml; this script makes the data, trains, and writes the reports: $OUT/exports/report/summary.md (eval per template before vs after,
-# the curve), $OUT/exports/report/held_out.md (pass@1 per template and entity split, seen / unseen, at every eval,
-# beside the best question-agnostic rule) and $OUT/exports/report/evals.html (per template and step, failure
-# categories).
+# 46 minutes from a fresh clone on a 2-core CPU in fp32, setup included (run W8, docs/results.md). The recipe, with the
+# reason for each value, is examples/mcp/grpo.yaml; this script makes the data, trains, and writes the reports:
+# $OUT/exports/report/summary.md (eval per template before vs after, the curve), $OUT/exports/report/held_out.md
+# (pass@1 per template and entity split, seen / unseen, at every eval, beside the best question-agnostic rule) and
+# $OUT/exports/report/evals.html (per template and step, failure categories).
 #
 #   bash examples/mcp/run_grpo.sh                        # CPU defaults
 #   bash examples/mcp/run_grpo.sh trainer.epochs=2 ...   # extra arguments: config overrides or --config presets
@@ -15,7 +15,7 @@
 # HELD_OUT_ENTITIES (1: held-out questions name companies and months no training question names; 0: split by question
 # hash, for templates that do not hold entities out), SEEN_VAL_SIZE (with HELD_OUT_ENTITIES=1: more held-out questions
 # about training entities, the "seen" split), HINT_FRACTION (share of the training questions that end with a hint
-# naming the tools and the field, default none; held-out questions never do), WARM_START_SIZE / WARM_START_RECOVERY
+# naming the tools and the field, default half; held-out questions never do), WARM_START_SIZE / WARM_START_RECOVERY
 # (how many demonstrations $OUT/data/warm_start.jsonl holds, default as many as training questions, 0 for none, and
 # the share of them that recover from a tool error). The demonstrations (`python -m
 # skyrl_integrations.datasets.demonstrations --help`) are episodes a scripted solver plays through the env and the
@@ -46,10 +46,9 @@ SERVERS="${SERVERS:-market}"
 COMPLEXITIES="${COMPLEXITIES:-single,multi_step}"
 TEMPLATES="${TEMPLATES-price_field,price_field_by_name,financial_field,month_end_close}"
 HELD_OUT_ENTITIES="${HELD_OUT_ENTITIES:-1}"
-# No hints: they were for GRPO from the untrained model, which without them called get_financials for a financial
-# question in 0 of 40 samples (docs/results.md, runs L2-L5); the warm start teaches the calls on unhinted questions, as
-# held-out ones come.
-HINT_FRACTION="${HINT_FRACTION:-0}"
+# Hints on half the training questions, trained without them (grpo.yaml: generator.train_without_hints): with them and
+# the ptx term GRPO ended above its warm start (run W9, docs/results.md); the demonstrations never have one.
+HINT_FRACTION="${HINT_FRACTION:-0.5}"
 WARM_START_SIZE="${WARM_START_SIZE:-}"
 WARM_START_RECOVERY="${WARM_START_RECOVERY:-0.25}"
 split_args=()
