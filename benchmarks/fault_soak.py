@@ -466,6 +466,14 @@ class Soak:
             *TINY_RUN_OVERRIDES,
             "generator.sampling_params.max_generate_length=40",
             "generator.eval_sampling_params.max_generate_length=40",
+            # GRPO alone: the recipe's warm start folds its adapter into the base weights, which remote engines never
+            # get, and its ptx term and hinted rollouts need the warm start's demonstrations and hinted questions
+            "trainer.warm_start=false",
+            "sft.max_length=2048",  # the SFT keys back to their defaults: without conversations they are refused
+            "sft.num_epochs=1",
+            "trainer.algorithm.ptx_coef=0",
+            "trainer.algorithm.hinted_rows_positive_only=false",
+            "generator.train_without_hints=false",
             "trainer.eval_before_train=false",
             f"trainer.eval_interval={self.args.eval_interval}",
             "trainer.eval_batch_size=4",
