@@ -281,7 +281,7 @@ class PolicyWorker(TrainableWorker):
             "token_accuracy": float((top1 * loss_mask).sum()) / info.num_tokens,
             "num_tokens": float(loss_mask.sum()),
         }
-        return (loss if self._supervised_weight == 1.0 else loss * self._supervised_weight), metrics
+        return loss * self._supervised_weight, metrics
 
     @torch.no_grad()
     def fold_adapter(self) -> None:
