@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Main job: an SFT warm start, then GRPO, on MCP tool-use questions against the bundled offline market-data MCP server:
-# 46 minutes from a fresh clone on a 2-core CPU in fp32, setup included (run W8, docs/results.md). The recipe, with the
-# reason for each value, is examples/mcp/grpo.yaml; this script makes the data, trains, and writes the reports:
-# $OUT/exports/report/summary.md (eval per template before vs after, the curve), $OUT/exports/report/held_out.md
-# (pass@1 per template and entity split, seen / unseen, at every eval, beside the best question-agnostic rule) and
-# $OUT/exports/report/evals.html (per template and step, failure categories).
+# about an hour from a fresh clone on a 2-core CPU in fp32, setup included (runs W10 and W11, docs/results.md). The
+# recipe, with the reason for each value, is examples/mcp/grpo.yaml; this script makes the data, trains, and writes the
+# reports: $OUT/exports/report/summary.md (eval per template before vs after, the curve),
+# $OUT/exports/report/held_out.md (pass@1 per template and entity split, seen / unseen, at every eval, beside the best
+# question-agnostic rule) and $OUT/exports/report/evals.html (per template and step, failure categories).
 #
 #   bash examples/mcp/run_grpo.sh                        # CPU defaults
 #   bash examples/mcp/run_grpo.sh trainer.epochs=2 ...   # extra arguments: config overrides or --config presets
