@@ -6,8 +6,9 @@
 
 Prints, per environment and overall, for each step: trajectories, pass@k, any success, mean score, average
 turns and tool calls, stop reasons and failure categories with example snippets; with two or more steps, the
-change from the first to the last. ``--markdown`` writes pass@1 per template and entity split at every step
-(`skyrl_integrations.analysis.splits`), beside the rule baseline of ``--rule-baseline``.
+change from the first to the last. ``--markdown`` writes pass@1 per template and entity split at every step and
+its change since the first step after `base` (`skyrl_integrations.analysis.splits`), beside the rule baseline of
+``--rule-baseline``.
 """
 
 from __future__ import annotations

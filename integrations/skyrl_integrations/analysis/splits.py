@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from skyrl_integrations.analysis.dumps import DumpedTrajectory, step_title
+from skyrl_integrations.analysis.dumps import BASE_LABEL, DumpedTrajectory, step_title
 from skyrl_integrations.analysis.metrics import OVERALL, summarize
 
 ALL_SPLIT = "all"
@@ -57,7 +57,8 @@ def format_markdown(
     table: Mapping[str, Mapping[str, Mapping[str, Any]]], baseline: Mapping[str, Any] | None = None
 ) -> str:
     """The markdown report: one row per template and split, a column per eval step, the change from the first step
-    to the last, and (with ``baseline``) the best rule for that template and split and the best single rule's score."""
+    after `base` to the last (with a warm start: what RL itself changed, as the run report's `change`), and (with
+    ``baseline``) the best rule for that template and split and the best single rule's score."""
     labels = list(next(iter(next(iter(table.values())).values()))["steps"]) if table else []
     headers = ["template", "split", "questions", *(step_title(label) for label in labels), "change"]
     if baseline is not None:
@@ -66,7 +67,8 @@ def format_markdown(
         "# Held-out success per template and entity split",
         "",
         "Greedy pass@1 at each eval step. Split `unseen`: questions about companies and months no training question "
-        "names; `seen`: training entities in questions training does not ask.",
+        "names; `seen`: training entities in questions training does not ask. `change`: the last eval minus the "
+        "first after `base` (the model before the warm start), so with a warm start it is what RL itself changed.",
     ]
     if baseline is not None:
         lines.append(
@@ -78,7 +80,8 @@ def format_markdown(
     for template, splits in table.items():
         for split, entry in splits.items():
             values = list(entry["steps"].values())
-            cells = [template, split, str(entry["questions"]), *(_cell(v) for v in values), _change(values)]
+            after_base = [value for label, value in entry["steps"].items() if label != BASE_LABEL]
+            cells = [template, split, str(entry["questions"]), *(_cell(v) for v in values), _change(after_base)]
             if baseline is not None:
                 cells += _baseline_cells(baseline, template, split)
             lines.append("| " + " | ".join(cells) + " |")

@@ -103,6 +103,22 @@ def test_the_markdown_without_a_baseline_has_no_rule_columns(export):
     assert "rule" not in markdown
 
 
+def test_the_change_starts_after_the_base_model(export, make_row, write_dump):
+    """With a warm start the base model's eval comes first; `change` is the last eval minus step 0, RL's own change."""
+    questions = [("q0", "price_field", "unseen"), ("q1", "price_field", "unseen")]
+    questions += [("q2", "financial_field", "unseen"), ("q3", "price_field", "seen")]
+    rows = [
+        make_row(1.0, instance=i, env_extras={"extra_info": {"template": t, "entity_split": s}})
+        for i, t, s in questions
+    ]
+    write_dump(export / "dumped_evals" / "base_evals", {"market": rows})
+    markdown = format_markdown(success_by_split(load_eval_dumps(str(export))))
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| template | split | questions | base | step 0 | step 18 | change |"
+    assert "| price_field | unseen | 2 | 1.000 | 0.000 | 0.500 | +0.500 |" in rows
+    assert "| overall | unseen | 3 | 1.000 | 0.000 | 0.667 | +0.667 |" in rows
+
+
 def test_cli_writes_the_markdown_with_the_baseline(export, tmp_path):
     (tmp_path / "baseline.json").write_text(json.dumps(BASELINE))
     out = tmp_path / "held_out.md"
