@@ -37,11 +37,14 @@ BASELINE = {
 }
 
 
+QUESTIONS = [("q0", "price_field", "unseen"), ("q1", "price_field", "unseen")]
+QUESTIONS += [("q2", "financial_field", "unseen"), ("q3", "price_field", "seen")]
+"""Four questions: price_field x2 and financial_field x1 unseen, price_field x1 seen."""
+
+
 @pytest.fixture
 def export(tmp_path, make_row, write_dump):
-    """Steps 0 and 18 of 4 questions: price_field x2 and financial_field x1 unseen, price_field x1 seen."""
-    questions = [("q0", "price_field", "unseen"), ("q1", "price_field", "unseen")]
-    questions += [("q2", "financial_field", "unseen"), ("q3", "price_field", "seen")]
+    """Steps 0 and 18 of `QUESTIONS`."""
 
     def step(folder, scores):
         rows = [
@@ -51,7 +54,7 @@ def export(tmp_path, make_row, write_dump):
                 env_extras={"extra_info": {"template": template, "entity_split": split}},
                 env_metrics={"success": bool(score)},
             )
-            for (instance, template, split), score in zip(questions, scores, strict=True)
+            for (instance, template, split), score in zip(QUESTIONS, scores, strict=True)
         ]
         write_dump(tmp_path / "dumped_evals" / folder, {"market": rows})
 
@@ -105,13 +108,11 @@ def test_the_markdown_without_a_baseline_has_no_rule_columns(export):
 
 def test_the_change_starts_after_the_base_model(export, make_row, write_dump):
     """With a warm start the base model's eval comes first; `change` is the last eval minus step 0, RL's own change."""
-    questions = [("q0", "price_field", "unseen"), ("q1", "price_field", "unseen")]
-    questions += [("q2", "financial_field", "unseen"), ("q3", "price_field", "seen")]
-    rows = [
-        make_row(1.0, instance=i, env_extras={"extra_info": {"template": t, "entity_split": s}})
-        for i, t, s in questions
+    base_rows = [
+        make_row(1.0, instance=instance, env_extras={"extra_info": {"template": template, "entity_split": split}})
+        for instance, template, split in QUESTIONS
     ]
-    write_dump(export / "dumped_evals" / "base_evals", {"market": rows})
+    write_dump(export / "dumped_evals" / "base_evals", {"market": base_rows})
     markdown = format_markdown(success_by_split(load_eval_dumps(str(export))))
     rows = [line for line in markdown.splitlines() if line.startswith("| ")]
     assert rows[0] == "| template | split | questions | base | step 0 | step 18 | change |"
