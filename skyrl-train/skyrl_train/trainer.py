@@ -454,11 +454,9 @@ class PPOTrainer(TrainingRun):
         return metrics
 
     def _ref_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
-        """Reference logprobs ``[B, R]``. A KL loss is reduced under the loss mask, so without the KL in the reward
+        """Reference logprobs ``[B, R]``. The KL loss and the KL in the reward both read them under the loss mask, so
         only the rows with a loss token need them: rows without one (groups `zero_variance_filter` dropped, failed
-        trajectories) stay out of the forward and get 0. With the KL in the reward every row needs them."""
-        if self.kl_controller is not None:
-            return self.ref.compute_logprobs(batch, micro_batch_size)
+        trajectories) stay out of the forward and get 0."""
         rows = rows_with_loss(batch["loss_mask"], self.ref.world_size)
         if len(rows) == batch.batch_size:
             return self.ref.compute_logprobs(batch, micro_batch_size)
@@ -568,7 +566,7 @@ class PPOTrainer(TrainingRun):
             batch["rewards"],
             batch["action_log_probs"],
             batch["base_action_log_probs"],
-            batch["response_mask"],
+            batch["loss_mask"],
             kl_coef=self.kl_controller.value,
             kl_estimator_type=algo.kl_estimator_type,
         )

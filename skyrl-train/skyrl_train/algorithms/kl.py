@@ -86,20 +86,23 @@ def apply_kl_penalty(
     token_level_rewards: torch.Tensor,
     log_probs: torch.Tensor,
     ref_log_probs: torch.Tensor,
-    response_mask: torch.Tensor,
+    loss_mask: torch.Tensor,
     kl_coef: float,
     kl_estimator_type: str | KLEstimator,
 ) -> tuple[torch.Tensor, float]:
-    """KL in the reward: ``r'_{i,t} = r_{i,t} − β · kl_{i,t} · m_{i,t}``.
+    """KL in the reward: ``r'_{i,t} = r_{i,t} − β · kl_{i,t} · m_{i,t}``, ``m`` the loss mask (the tokens the policy
+    sampled; not tool results, whose logprobs the trainer does not compute).
 
     Returns:
-        ``(penalised rewards [B, T], current_kl)`` where ``current_kl`` is the mean over sequences of each
-        sequence's masked mean KL, ``(1/B) Σ_i (Σ_t kl_{i,t} m_{i,t} / Σ_t m_{i,t})``; feed it to the
-        controller's ``update``.
+        ``(penalised rewards [B, T], current_kl)`` where ``current_kl`` is the mean over the sequences ``S`` with a
+        masked token of each one's masked mean KL, ``(1/|S|) Σ_{i∈S} (Σ_t kl_{i,t} m_{i,t} / Σ_t m_{i,t})`` (0 when
+        ``S`` is empty; rows the zero-variance filter dropped have none); feed it to the controller's ``update``.
     """
-    kl = compute_approx_kl(log_probs, ref_log_probs, response_mask, kl_estimator_type).detach()
+    mask = loss_mask.to(log_probs.dtype)
+    kl = compute_approx_kl(log_probs, ref_log_probs, mask, kl_estimator_type).detach()
     rewards = token_level_rewards - kl_coef * kl
-    current_kl = masked_mean(kl, response_mask.to(kl.dtype), dim=-1).mean().item()
+    rows = mask.sum(dim=-1) > 0
+    current_kl = masked_mean(kl, mask, dim=-1)[rows].mean().item() if bool(rows.any()) else 0.0
     return rewards, current_kl
 
 

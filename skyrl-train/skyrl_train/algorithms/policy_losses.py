@@ -3,7 +3,8 @@
 Every loss has upstream SkyRL's signature ``fn(log_probs, old_log_probs, advantages, config, loss_mask=None,
 rollout_logprobs=None) -> (per_token_loss, metrics)``:
 
-- ``log_probs``: ``[B, T]`` log-probabilities of the sampled tokens under the current policy (with grad);
+- ``log_probs``: ``[B, T]`` log-probabilities of the sampled tokens under the current policy (with grad; the trainer
+  computes them where ``loss_mask`` is 1 and passes 0 elsewhere);
 - ``old_log_probs``: ``[B, T]`` the same under the policy that generated the batch (no grad);
 - ``advantages``: ``[B, T]``;
 - ``config``: the ``trainer.algorithm`` section (``AlgorithmConfig``); the losses read ``eps_clip_low``,

@@ -299,7 +299,9 @@ class AlgorithmConfig(AddedKeys):
     )
     kl_ctrl: KLCtrlConfig = section(KLCtrlConfig, "KL coefficient control (only with use_kl_in_reward).")
     kl_estimator_type: str = knob("k3", "KL estimator: k1, k2, k3 or abs.")
-    use_kl_in_reward: bool = knob(False, "Subtract the KL penalty from the reward (excludes use_kl_loss).")
+    use_kl_in_reward: bool = knob(
+        False, "Subtract the KL penalty from the reward on the loss-masked tokens (excludes use_kl_loss)."
+    )
     use_kl_loss: bool = knob(True, "Add a KL-to-ref term to the policy loss (excludes use_kl_in_reward).")
     kl_loss_coef: float = knob(
         0.001, "Coefficient of the KL loss term; with use_kl_in_reward, the KL controller's initial coefficient."

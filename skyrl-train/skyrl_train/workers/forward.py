@@ -11,11 +11,13 @@ Rules that keep trainer logprobs equal to the inference engine's (< 1e-3 in fp32
 - logits are divided by the sampling temperature (0 counts as 1, as greedy decoding reports plain logprobs).
 
 Work is kept to what the response needs: padding columns shared by every row of a micro-batch are cut off
-(leading prompt padding, trailing response padding), the LM head runs on the last ``R + 1`` positions only
-(``logits_to_keep``) and the logprob is ``logit[token] − logsumexp(logits)``. For models whose logits are plain
-``lm_head(hidden)`` the head runs a chunk of rows at a time from the final hidden states (`lm_head`), so no
-``[tokens, vocab]`` tensor is held for the backward. Outputs are zero wherever the response is padding, so they do not
-depend on how a batch was split into micro-batches.
+(leading prompt padding, trailing response padding), the LM head runs only before the response tokens whose logprob is
+needed (the loss mask's: in a multi-turn episode most response tokens are tool results, which no loss reads; a model
+whose logits `lm_head` cannot compute, unpacked, gets them for the last ``R + 1`` positions) and the logprob is
+``logit[token] − logsumexp(logits)``. For models whose logits are plain ``lm_head(hidden)`` the head runs a chunk of
+rows at a time from the final hidden states (`lm_head`), so no ``[tokens, vocab]`` tensor is held for the backward.
+Outputs are zero wherever the response is padding or outside the loss mask, so they do not depend on how a batch was
+split into micro-batches.
 
 Shared prompt prefixes are computed once: when every row of a micro-batch starts with the same tokens (a system
 prompt, few-shot demonstrations, the n samples of one GRPO prompt), those tokens go through the model once and
@@ -40,7 +42,7 @@ from torch import nn
 from skyrl_train.algorithms import compute_entropy
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.lm_head import chunkable_head, head_logprobs, head_outputs
-from skyrl_train.workers.packing import packed_logits
+from skyrl_train.workers.packing import packed_outputs
 from skyrl_train.workers.shared_prefix import SharedPrefix, has_active_dropout, shared_prefix_length
 
 __all__ = [
@@ -110,6 +112,7 @@ def response_logprobs(
     prefix: SharedPrefix | None = None,
     uniform: bool = False,
     with_top1: bool = False,
+    token_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None] | tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Logprobs ``[B, R]`` of the last ``R = response_length`` tokens of ``sequences`` under ``model``.
 
@@ -122,6 +125,8 @@ def response_logprobs(
     micro-batches of a mini-batch); it must end before each row's last prompt token. ``uniform``: the same forwards
     whatever the rows (FSDP2 ranks; see the module docstring). ``with_top1``: a third value ``[B, R]``, 1.0 where the
     token is a most likely one of its distribution (token accuracy; no gradient), 0 on padding.
+    ``token_mask`` ``[B, R]``: the response tokens whose values are needed (the loss mask); the LM head runs only there
+    and every output is 0 elsewhere, as on padding (in a multi-turn episode most response tokens are tool results).
     """
     seqs, mask, kept = trim_padding(sequences, attention_mask, response_length)
     batch_size = sequences.shape[0]
@@ -135,36 +140,28 @@ def response_logprobs(
     if prefix is None and share_prefix and not uniform:
         prefix = SharedPrefix.of_rows(model, seqs, mask, kept + 1)
     head = chunkable_head(model)
+    wanted = mask[:, -kept:].bool()
+    if token_mask is not None:
+        wanted = wanted & token_mask[:, :kept].to(wanted.device).bool()
+    rows, columns = wanted.nonzero(as_tuple=True)
     if pack:
-        outputs, rows, columns = packed_logits(model, seqs, mask, kept, prefix, hidden=head is not None)
-        targets, response_mask = seqs[:, -kept:][rows, columns], None
+        outputs = packed_outputs(model, seqs, mask, kept, rows, columns, prefix, hidden=head is not None)
     else:
-        outputs = _last_logits(model, seqs, mask, kept + 1, prefix, hidden=head is not None)[:, :-1, :]
-        targets, response_mask = seqs[:, -kept:], mask[:, -kept:]
+        outputs = _last_logits(model, seqs, mask, kept + 1, prefix, hidden=head is not None)[:, :-1, :][rows, columns]
+    targets = seqs[:, -kept:][rows, columns]
     temp = effective_temperature(temperature)
     entropy_grad = entropy_grad and torch.is_grad_enabled()
     if head is not None:
-        flat = head_logprobs(
-            outputs.reshape(-1, outputs.shape[-1]),
-            head.weight,
-            targets.reshape(-1),
-            temp,
-            with_entropy=with_entropy,
-            entropy_grad=entropy_grad,
-            with_top1=True,
+        logprobs, entropy, top1 = head_logprobs(
+            outputs, head.weight, targets, temp, with_entropy=with_entropy, entropy_grad=entropy_grad, with_top1=True
         )
-        logprobs, entropy, top1 = (None if x is None else x.view(targets.shape) for x in flat)
     else:
         logprobs, entropy, top1 = _logits_logprobs(outputs, targets, temp, with_entropy, entropy_grad)
-    if pack:  # back from the real response tokens to the [B, kept] grid
-        grid = logprobs.new_zeros((batch_size, kept))
-        logprobs = grid.index_put((rows, columns), logprobs)
-        entropy = None if entropy is None else grid.index_put((rows, columns), entropy)
-        top1 = grid.detach().index_put((rows, columns), top1)
-    else:
-        logprobs = logprobs * response_mask.to(logprobs.dtype)
-        entropy = None if entropy is None else entropy * response_mask.to(entropy.dtype)
-        top1 = top1 * response_mask.to(top1.dtype)
+    # From the wanted tokens back to the [B, kept] grid, 0 elsewhere.
+    grid = logprobs.new_zeros((batch_size, kept))
+    logprobs = grid.index_put((rows, columns), logprobs)
+    entropy = None if entropy is None else grid.index_put((rows, columns), entropy)
+    top1 = grid.detach().index_put((rows, columns), top1.detach())
     out = (pad_response(logprobs, response_length), None if entropy is None else pad_response(entropy, response_length))
     return (*out, pad_response(top1, response_length)) if with_top1 else out
 
@@ -252,7 +249,7 @@ def batched_response_logprobs(
     share computed once for all micro-batches), in eval mode, without grad; ``uniform`` as there.
 
     The response length ``R`` is the width of ``batch["response_mask"]``. Returns ``[B, R]`` float32 on the
-    batch's device.
+    batch's device, 0 where ``batch["loss_mask"]`` (when the batch has one) is 0: what no loss reads is not computed.
     """
     response_length = batch["response_mask"].shape[1]
     with eval_mode(model):
@@ -267,6 +264,7 @@ def batched_response_logprobs(
                 pack=pack,
                 prefix=prefix,
                 uniform=uniform,
+                token_mask=micro.get("loss_mask"),
             )[0]
             for micro in batch.chunk(micro_batch_size)
         ]

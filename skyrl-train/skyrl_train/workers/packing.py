@@ -30,7 +30,7 @@ from skyrl_train.workers.shared_prefix import SharedPrefix
 SEGMENT_ATTENTION = "skyrl_segments"
 """Name of `segment_attention` among transformers' attention implementations."""
 
-__all__ = ["PackedRows", "pack_rows", "packed_logits", "segment_attention"]
+__all__ = ["PackedRows", "pack_rows", "packed_outputs", "segment_attention"]
 
 
 def segment_attention(
@@ -116,21 +116,23 @@ def pack_rows(seqs: torch.Tensor, mask: torch.Tensor, shared: int) -> PackedRows
     return PackedRows(input_ids, position_ids, segments)
 
 
-def packed_logits(
+def packed_outputs(
     model: nn.Module,
     seqs: torch.Tensor,
     mask: torch.Tensor,
     response_length: int,
+    rows: torch.Tensor,
+    columns: torch.Tensor,
     prefix: SharedPrefix | None,
     hidden: bool,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The next-token logits behind every real response token, from one packed forward pass.
+) -> torch.Tensor:
+    """The next-token logits behind response tokens ``(rows[j], columns[j])`` of the ``[B, R]`` response grid (real
+    tokens), from one packed forward pass.
 
-    The response is the last ``R = response_length`` columns of ``seqs``. Returns ``(logits [M, V], rows [M],
-    columns [M])``: ``logits[j]`` are the logits the padded forward gives just before response token
-    ``(rows[j], columns[j])`` of the ``[B, R]`` response grid, for every real response token. The tokens of
-    ``prefix``, which every row starts with, are read from its cache; it must end before each row's last prompt
-    token. With ``hidden``, the final hidden states ``[M, H]`` behind those logits instead (`lm_head.head_outputs`)."""
+    The response is the last ``R = response_length`` columns of ``seqs``. Returns ``[M, V]``: row ``j`` holds the
+    logits the padded forward gives just before response token ``(rows[j], columns[j])``. The tokens of ``prefix``,
+    which every row starts with, are read from its cache; it must end before each row's last prompt token. With
+    ``hidden``, the final hidden states ``[M, H]`` behind those logits instead (`lm_head.head_outputs`)."""
     shared = 0 if prefix is None else prefix.length
     past = None if prefix is None else prefix.cache(1)
     starts = mask.long().argmax(dim=1)
@@ -139,7 +141,6 @@ def packed_logits(
     own = mask.bool() & (torch.arange(seqs.shape[1], device=seqs.device)[None, :] >= (starts + shared)[:, None])
     index = torch.full(seqs.shape, -1, dtype=torch.long, device=seqs.device)
     index[own] = torch.arange(int(own.sum()), device=seqs.device)
-    rows, columns = mask[:, seqs.shape[1] - response_length :].bool().nonzero(as_tuple=True)
     before = index[:, seqs.shape[1] - response_length - 1 : -1][rows, columns]
     if bool((before < 0).any()):
         raise ValueError("a response token follows the shared prefix or padding: nothing to predict it from")
@@ -154,4 +155,4 @@ def packed_logits(
             use_cache=past is not None,
             segments=packed.segments,
         )
-    return outputs[0], rows, columns
+    return outputs[0]

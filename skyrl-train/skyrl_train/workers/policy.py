@@ -174,7 +174,8 @@ class PolicyWorker(TrainableWorker):
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
         """Logprobs ``[B, R]`` of the response tokens under the current weights (no grad, eval mode): the "old"
-        logprobs (``action_log_probs``) of a PPO update. Returned on the CPU, whatever the model's device."""
+        logprobs (``action_log_probs``) of a PPO update; 0 where the batch's ``loss_mask`` is 0. Returned on the CPU,
+        whatever the model's device."""
         return self._logprobs(batch.to(self.device), micro_batch_size).cpu()
 
     def _logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
@@ -271,6 +272,7 @@ class PolicyWorker(TrainableWorker):
             uniform=self.uniform_forwards,
             pack=self.sample_packing,
             prefix=self._mini_batch_prefix,
+            token_mask=loss_mask,
         )
         per_token, _ = self.sft_loss_fn(
             logprobs, logprobs.detach(), torch.zeros_like(logprobs), self.algorithm_config, loss_mask
@@ -333,6 +335,7 @@ class PolicyWorker(TrainableWorker):
             uniform=self.uniform_forwards,
             pack=self.sample_packing,
             prefix=self._mini_batch_prefix,
+            token_mask=loss_mask,
         )
         old_logprobs = micro_batch["action_log_probs"]
         if self._old_logprobs_from_forward:

@@ -129,9 +129,9 @@ class RefWorker:
         self.model.load_state_dict(state)  # bumps the model's `WeightVersion`
 
     def compute_logprobs(self, batch: TrainingInputBatch, micro_batch_size: int) -> torch.Tensor:
-        """Reference logprobs ``[B, R]`` of the response tokens (no grad), on the CPU. With the policy's adapter
-        disabled, the shared module computes with other weights meanwhile, so its ``WeightVersion`` changes around
-        the pass."""
+        """Reference logprobs ``[B, R]`` of the response tokens (no grad; 0 where the batch's ``loss_mask`` is 0), on
+        the CPU. With the policy's adapter disabled, the shared module computes with other weights meanwhile, so its
+        ``WeightVersion`` changes around the pass."""
         args = (
             self.model,
             batch.to(self.device),

@@ -62,6 +62,18 @@ def test_kl_penalty_in_reward_subtracts_coef_times_kl_on_valid_tokens():
     assert current_kl == pytest.approx(0.2)
 
 
+def test_current_kl_of_the_reward_penalty_leaves_out_rows_without_a_loss_token():
+    logp = torch.tensor([[0.5, -1.0, 0.2], [0.4, 0.6, 3.0], [9.0, 9.0, 9.0]])
+    mask = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])  # tool results between; a dropped row
+    rewards, current_kl = apply_kl_penalty(
+        torch.zeros(3, 3), logp, torch.zeros(3, 3), mask, kl_coef=1.0, kl_estimator_type="k1"
+    )
+    assert_close(rewards, -logp * mask)
+    # (0.5 + 0.2)/2 = 0.35 and 0.6; the row without loss tokens is not a zero in the mean.
+    assert current_kl == pytest.approx(0.475)
+    assert apply_kl_penalty(torch.zeros(1, 3), logp[:1], torch.zeros(1, 3), mask[2:], 1.0, "k1")[1] == 0.0
+
+
 def test_fixed_controller_never_changes():
     ctrl = FixedKLController(0.05)
     ctrl.update(current_kl=10.0, n_steps=100)

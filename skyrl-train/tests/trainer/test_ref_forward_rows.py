@@ -1,6 +1,6 @@
-"""With the KL in the loss only, the reference forward covers only the rows that have a loss token: a group the
-zero-variance filter dropped costs no reference forward, and the step is the same as with the forward over every row.
-With the KL in the reward every row needs its reference logprobs. With `zero_variance_kl_rows`, the first trajectories of
+"""The reference forward covers only the rows that have a loss token, with the KL in the loss or in the reward (both
+taken on loss tokens): a group the zero-variance filter dropped costs no reference forward, and the step is the same as
+with the forward over every row. With `zero_variance_kl_rows`, the first trajectories of
 a dropped group stay in the loss for the KL term alone (advantage 0), and get their reference forward.
 
 Each run is one real step (``run_one_step``) on the same rollouts, whose second GRPO group has equal rewards.
@@ -55,10 +55,17 @@ def test_rows_without_a_loss_token_get_no_reference_forward_and_the_step_is_the_
     assert max_relative_difference(skipped.weights, every_row.weights) < 1e-5
 
 
-def test_the_kl_in_the_reward_needs_every_row(run_one_step, ref_rows):
+def test_the_kl_in_the_reward_is_taken_on_the_rows_with_a_loss_token_too(run_one_step, ref_rows, monkeypatch):
+    in_reward = (*FILTERED, "trainer.algorithm.use_kl_in_reward=true")
     rollouts = RolloutReplay(SECOND_GROUP_EQUAL)
-    run_one_step("in_reward", *FILTERED, "trainer.algorithm.use_kl_in_reward=true", edit_output=rollouts.record)
-    assert ref_rows == [4]
+    skipped = run_one_step("in_reward", *in_reward, edit_output=rollouts.record)
+    monkeypatch.setattr(trainer_module, "rows_with_loss", lambda mask, dp: torch.arange(mask.shape[0]))
+    every_row = run_one_step("in_reward_every_row", *in_reward, edit_output=rollouts.replay)
+
+    assert ref_rows == [2, 4]
+    assert skipped.metrics["loss/avg_kl"] == every_row.metrics["loss/avg_kl"]
+    for key in ("policy/policy_loss", "policy/grad_norm"):
+        assert skipped.metrics[key] == pytest.approx(every_row.metrics[key], rel=1e-5, abs=1e-7), key
 
 
 def test_a_dropped_groups_first_trajectory_stays_in_the_loss_for_the_kl_alone(run_one_step, ref_rows, tmp_path):

@@ -78,8 +78,9 @@ def test_on_policy_ratios_under_bf16_autocast_are_exactly_one_and_the_old_logpro
     reused = worker.ppo_train(batch, mini_batch_size=4, micro_batch_size=2)  # no action_log_probs: reused
     assert reused["policy/old_logprobs_from_update_forward"] == 1.0
     assert reused["policy/ratio_min"] == reused["policy/ratio_max"] == 1.0
-    # old logprobs from the eval-mode pass: the update's training-mode forward computes the very same ones
-    batch["action_log_probs"] = worker.compute_logprobs(batch, micro_batch_size=4)
+    # old logprobs from the eval-mode pass in the update's micro-batches (bf16 rounding depends on a micro-batch's
+    # shape): the update's training-mode forward computes the very same ones
+    batch["action_log_probs"] = worker.compute_logprobs(batch, micro_batch_size=2)
     separate = worker.ppo_train(batch, mini_batch_size=4, micro_batch_size=2)
     assert separate["policy/ratio_min"] == separate["policy/ratio_max"] == 1.0
 
