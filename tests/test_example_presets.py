@@ -75,7 +75,7 @@ MCP_BEFORE = {
     "trainer.micro_train_batch_size_per_gpu": 2,
     "trainer.micro_forward_batch_size_per_gpu": 4,
     "trainer.use_sample_packing": True,
-    "trainer.eval_batch_size": 32,
+    "trainer.eval_batch_size": 1024,
     "trainer.eval_interval": 9,
     "trainer.ckpt_interval": 9,
     "trainer.ckpt_path": f"{OUT}/ckpts",

@@ -64,14 +64,43 @@ def load_causal_lm(
     float32 is the default because on CPUs without AMX bf16 matmuls are about 4x slower than fp32. The model comes
     back in eval mode (as ``from_pretrained`` returns it). If its generation config has no pad token id, the eos id
     is used, matching ``load_tokenizer``. ``kwargs`` go to ``from_pretrained`` (e.g. ``attn_implementation``).
+
+    Raises:
+        ValueError: the folder's weights leave some of the model's parameters missing or of another shape (e.g. a
+            training checkpoint's peft-wrapped state dict, or another architecture's weights), which
+            ``from_pretrained`` would fill with random values.
     """
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(
-        resolve_model_path(name_or_path), dtype=to_torch_dtype(dtype), **kwargs
+    path = resolve_model_path(name_or_path)
+    model, info = AutoModelForCausalLM.from_pretrained(
+        path, dtype=to_torch_dtype(dtype), output_loading_info=True, **kwargs
     )
+    _refuse_random_parameters(path, info)
     generation_config = getattr(model, "generation_config", None)
     if generation_config is not None and generation_config.pad_token_id is None:
         eos = generation_config.eos_token_id
         generation_config.pad_token_id = eos[0] if isinstance(eos, list | tuple) and eos else eos
     return model.to(device)
+
+
+def _refuse_random_parameters(path: str | os.PathLike[str], info: dict[str, Any]) -> None:
+    """Raise when ``from_pretrained``'s loading info (``output_loading_info``) has parameters the checkpoint did not
+    provide (missing, or stored with another shape): the model would run with random weights there."""
+    missing = sorted(info.get("missing_keys") or ())
+    mismatched = sorted(str(entry[0]) for entry in info.get("mismatched_keys") or ())
+    if not missing and not mismatched:
+        return
+    unexpected = sorted(info.get("unexpected_keys") or ())
+    problems = [
+        f"{len(keys)} {what} (e.g. {', '.join(keys[:3])})"
+        for what, keys in (("missing", missing), ("of another shape", mismatched), ("unexpected", unexpected))
+        if keys
+    ]
+    raise ValueError(
+        f"{os.fspath(path)}: its weights do not fit the model its config.json describes: parameters "
+        + "; ".join(problems)
+        + ". Loaded as it is, the model would compute with random weights there. A training checkpoint's folder "
+        "(under trainer.ckpt_path) is not a model folder: evaluate or serve a run's HF export "
+        "(`<export_path>/global_step_N/policy`)."
+    )

@@ -1,4 +1,5 @@
-"""The real SmolLM2 conversion (~25 s) runs once per session, from two racing processes, into a fresh cache."""
+"""The real SmolLM2 conversion (~25 s) runs once per session, from two racing processes, into a fresh cache; the tiny
+random Llama (`tiny_model`) for tests that only need a model folder."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from skyrl_train.models import DEFAULT_MODEL
+from skyrl_train.testing import tiny_model  # noqa: F401
 
 _CONVERT = f"""
 import json, logging, sys
