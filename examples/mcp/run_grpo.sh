@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Main job: an SFT warm start, then GRPO, on MCP tool-use questions against the bundled offline market-data MCP server:
-# about an hour from a fresh clone on a 2-core CPU in fp32, setup included (runs W10 and W11, docs/results.md). The
+# 60-81 minutes from a fresh clone on a 2-core CPU in fp32, setup included (runs W10-W12, docs/results.md). The
 # recipe, with the reason for each value, is examples/mcp/grpo.yaml; this script makes the data, trains, and writes the
 # reports: $OUT/exports/report/summary.md (eval per template before vs after, the curve),
 # $OUT/exports/report/held_out.md (pass@1 per template and entity split, seen / unseen, at every eval, beside the best
