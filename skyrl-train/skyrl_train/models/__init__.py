@@ -18,7 +18,7 @@ Weights are stored in float32 because bf16 is not lossless for a dequantized Q4_
 
 from skyrl_train.models.cache import cache_root
 from skyrl_train.models.gguf_convert import GgufConversionError, ModelPackageNotInstalledError
-from skyrl_train.models.loading import load_causal_lm, load_tokenizer, to_torch_dtype
+from skyrl_train.models.loading import load_backbone, load_causal_lm, load_tokenizer, to_torch_dtype
 from skyrl_train.models.resolve import BUILTIN_ALIASES, DEFAULT_MODEL, GgufAlias, materialize_alias, resolve_model_path
 from skyrl_train.models.tiny import make_tiny_causal_lm
 
@@ -29,6 +29,7 @@ __all__ = [
     "GgufConversionError",
     "ModelPackageNotInstalledError",
     "cache_root",
+    "load_backbone",
     "load_causal_lm",
     "load_tokenizer",
     "make_tiny_causal_lm",

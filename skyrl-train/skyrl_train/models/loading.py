@@ -84,6 +84,26 @@ def load_causal_lm(
     return model.to(device)
 
 
+def load_backbone(
+    name_or_path: str | os.PathLike[str],
+    dtype: str | torch.dtype = "float32",
+    device: str | torch.device = "cpu",
+    **kwargs: Any,
+):
+    """``AutoModel.from_pretrained`` (the model without its LM head, e.g. a critic's backbone) on the resolved path,
+    in ``dtype``, moved to ``device``; a causal LM's folder serves (its head's weights are left out).
+
+    Raises:
+        ValueError: as `load_causal_lm`, when the folder's weights would leave backbone parameters random.
+    """
+    from transformers import AutoModel
+
+    path = resolve_model_path(name_or_path)
+    model, info = AutoModel.from_pretrained(path, dtype=to_torch_dtype(dtype), output_loading_info=True, **kwargs)
+    _refuse_random_parameters(path, info)
+    return model.to(device)
+
+
 def _refuse_random_parameters(path: str | os.PathLike[str], info: dict[str, Any]) -> None:
     """Raise when ``from_pretrained``'s loading info (``output_loading_info``) has parameters the checkpoint did not
     provide (missing, or stored with another shape): the model would run with random weights there."""

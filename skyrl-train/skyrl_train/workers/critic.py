@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from skyrl_train.algorithms import compute_loss_normalizer, ppo_critic_loss, reduce_loss
-from skyrl_train.models import resolve_model_path, to_torch_dtype
+from skyrl_train.models import load_backbone
 from skyrl_train.models.lora import apply_lora
 from skyrl_train.training_batch import TrainingInputBatch
 from skyrl_train.workers.forward import eval_mode, pad_response, position_ids_from_attention_mask, trim_padding
@@ -86,14 +86,10 @@ class CriticWorker(TrainableWorker):
         device: str | torch.device = "cpu",
         autocast_dtype: torch.dtype | None = None,
     ):
-        from transformers import AutoModel
-
         model_path = critic_config.model.path
         if not model_path:
             raise ValueError("trainer.critic.model.path is not set")
-        backbone = AutoModel.from_pretrained(
-            resolve_model_path(model_path), dtype=to_torch_dtype(dtype), **critic_config.model_config_kwargs
-        ).to(device)
+        backbone = load_backbone(model_path, dtype, device, **critic_config.model_config_kwargs)
         if gradient_checkpointing:
             enable_gradient_checkpointing(backbone, gradient_checkpointing_use_reentrant)
         if critic_config.model.lora.rank > 0:

@@ -1,4 +1,4 @@
-"""`load_causal_lm` refuses a folder whose weights would leave parameters random."""
+"""`load_causal_lm` and `load_backbone` refuse a folder whose weights would leave parameters random."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from skyrl_train.models import load_causal_lm
+from skyrl_train.models import load_backbone, load_causal_lm
 
 WEIGHTS = "model.safetensors"
 
@@ -47,3 +47,14 @@ def test_one_missing_parameter_is_enough_to_refuse(tiny_model, tmp_path):
     )
     with pytest.raises(ValueError, match=r"1 missing \(e\.g\. model\.layers\.1\.mlp\.down_proj\.weight\)"):
         load_causal_lm(folder)
+
+
+def test_a_critic_backbone_loads_from_a_causal_lm_folder_and_refuses_a_peft_state_dict(tiny_model, tmp_path):
+    backbone = load_backbone(tiny_model)
+    stored = load_file(str(Path(tiny_model) / WEIGHTS))
+    assert torch.equal(backbone.embed_tokens.weight, stored["model.embed_tokens.weight"])
+    folder = _copy_with_weights(
+        tiny_model, tmp_path / "ckpt", lambda weights: {f"base_model.model.{k}": v for k, v in weights.items()}
+    )
+    with pytest.raises(ValueError, match="missing"):
+        load_backbone(folder)
