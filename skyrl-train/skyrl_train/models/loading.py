@@ -72,11 +72,7 @@ def load_causal_lm(
     """
     from transformers import AutoModelForCausalLM
 
-    path = resolve_model_path(name_or_path)
-    model, info = AutoModelForCausalLM.from_pretrained(
-        path, dtype=to_torch_dtype(dtype), output_loading_info=True, **kwargs
-    )
-    _refuse_random_parameters(path, info)
+    model = _from_pretrained(AutoModelForCausalLM, name_or_path, dtype, **kwargs)
     generation_config = getattr(model, "generation_config", None)
     if generation_config is not None and generation_config.pad_token_id is None:
         eos = generation_config.eos_token_id
@@ -98,19 +94,19 @@ def load_backbone(
     """
     from transformers import AutoModel
 
+    return _from_pretrained(AutoModel, name_or_path, dtype, **kwargs).to(device)
+
+
+def _from_pretrained(auto_class, name_or_path: str | os.PathLike[str], dtype: str | torch.dtype, **kwargs: Any):
+    """``auto_class.from_pretrained`` on the resolved path in ``dtype``; raises when its loading info has parameters
+    the checkpoint did not provide (missing, or stored with another shape): the model would run with random weights
+    there."""
     path = resolve_model_path(name_or_path)
-    model, info = AutoModel.from_pretrained(path, dtype=to_torch_dtype(dtype), output_loading_info=True, **kwargs)
-    _refuse_random_parameters(path, info)
-    return model.to(device)
-
-
-def _refuse_random_parameters(path: str | os.PathLike[str], info: dict[str, Any]) -> None:
-    """Raise when ``from_pretrained``'s loading info (``output_loading_info``) has parameters the checkpoint did not
-    provide (missing, or stored with another shape): the model would run with random weights there."""
+    model, info = auto_class.from_pretrained(path, dtype=to_torch_dtype(dtype), output_loading_info=True, **kwargs)
     missing = sorted(info.get("missing_keys") or ())
     mismatched = sorted(str(entry[0]) for entry in info.get("mismatched_keys") or ())
     if not missing and not mismatched:
-        return
+        return model
     unexpected = sorted(info.get("unexpected_keys") or ())
     problems = [
         f"{len(keys)} {what} (e.g. {', '.join(keys[:3])})"
