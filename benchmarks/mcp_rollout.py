@@ -131,7 +131,7 @@ class EnvClock:
 async def engine_side(cfg, model, tokenizer, batch, env_clock: EnvClock, threads: int | None) -> dict:
     engine = HFInferenceEngine(model, tokenizer, max_num_seqs=len(batch["prompt"]), seed=0, num_threads=threads)
     clock = EngineClock(engine)
-    generator = SkyRLGymGenerator(cfg.generator, cfg.environment.skyrl_gym, engine, tokenizer)
+    generator = SkyRLGymGenerator(cfg.generator, cfg.environment.skyrl_gym, engine, tokenizer, seed=cfg.trainer.seed)
     generator_input, _ = prepare_generator_input(batch, 1, cfg.generator.sampling_params, "mcp_tool", "train", 1)
     env_before = env_clock.seconds
     start = time.perf_counter()
