@@ -13,10 +13,10 @@ work it puts the module in eval mode and runs every forward under `torch.no_grad
 the batch drains it restores the module's previous train/eval mode. With a peft LoRA adapter, the engine decodes
 with the adapter folded into copies of the base weights while it is busy (`lora_merge`), and with a `dtype` other
 than the module's (bf16 over the trainer's fp32 weights on a CPU with AMX) with copies of every weight in that dtype
-(`decode_weights`); it puts the module's own weights back when the batch drains. The trainer must not update the
-weights while
-a generation is in flight; `await engine.sleep()` waits for the in-flight requests to finish and then refuses new
-ones until `await engine.wake_up()`, which makes that hand-over explicit.
+(`decode_weights`), and with float32 weights on the CPU its linear layers take decode-size inputs as ``(W @ xᵀ)ᵀ``,
+which MKL reads faster (`few_row_linear`); it puts the module's own weights and layers back when the batch drains. The
+trainer must not update the weights while a generation is in flight; `await engine.sleep()` waits for the in-flight
+requests to finish and then refuses new ones until `await engine.wake_up()`, which makes that hand-over explicit.
 
 Receiving weights (an engine in its own process, e.g. `python -m skyrl_train.serve`): `update_named_weights` applies
 a `skyrl_train.weight_sync` request (broadcast tensors after `init_weight_update_communicator`, a LoRA adapter folder,
