@@ -6,7 +6,7 @@ the weights from memory: at SmolLM2-135M's fp32 weights (~540 MB, far above any 
 ``[1536, 576]`` weight at 3-5 GB/s while the same product taken as ``W @ xᵀ`` mostly ran 1.2-2.6x faster, and 1.6-3.2x
 for the ``[49152, 576]`` LM head; at one row (a matrix-vector product) and from ~512 rows on, the two forms took the
 same time. In the hf engine, the GRPO-vs-TRL benchmark's generation (32 samples, LoRA folded) took 10% less time (median
-of 8 interleaved pairs; docs/journal/cpu-step-profile.md).
+of 8 interleaved pairs); the main job's multi-turn eval took the same time (docs/journal/cpu-step-profile.md).
 
 `FewRowLinears` gives every plain ``nn.Linear`` of a module with float32 weights on the CPU that form for inputs of
 `MIN_ROWS` to `MAX_ROWS` rows, until `restore`. The result is the same product, summed in another order: equal up to
