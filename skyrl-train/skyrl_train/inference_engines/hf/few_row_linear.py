@@ -10,7 +10,8 @@ of 8 interleaved pairs); the main job's multi-turn eval took the same time (docs
 
 `FewRowLinears` gives every plain ``nn.Linear`` of a module with float32 weights on the CPU that form for inputs of
 `MIN_ROWS` to `MAX_ROWS` rows, until `restore`. The result is the same product, summed in another order: equal up to
-float rounding. Other dtypes and devices keep the library's path (bf16 on CPUs with AMX and CUDA were not measured).
+float rounding. Other dtypes and devices keep the library's path (bf16 on CPUs with AMX and CUDA were not measured);
+other CPUs take the form too, though it was measured on this one only.
 """
 
 from __future__ import annotations
