@@ -1,13 +1,14 @@
 """Continuous batching over a transformers causal LM: the synchronous core of `HFInferenceEngine`.
 
-One `step()` admits a group of waiting requests (one left-padded prefill forward), then advances every running
-sequence by one token with a single decode forward over the whole batch, and retires the sequences that finished.
-Requests therefore join and leave between steps without waiting for each other; see `kv_buffer` for how their KV
-caches of different lengths share one left-padded batch. A prefill takes what it can from the `PrefixCache` (the KV
-of finished sequences and of prefixes shared by a group, computed by the current weights: every step reads the
-model's `WeightVersion` and uses the cache at that version) and feeds only the rest of each prompt; identical prompts
-of one group (the n samples of a GRPO prompt) are fed once and share the resulting KV. All torch work
-happens on the caller's thread (the engine's scheduler thread); the only hand-off is `Request.on_finish`.
+One `step()` admits a group of waiting requests (one left-padded prefill forward; on the CPU several when their
+uncached tails differ widely, `prefill_split`), then advances every running sequence by one token with a single decode
+forward over the whole batch, and retires the sequences that finished. Requests therefore join and leave between steps
+without waiting for each other; see `kv_buffer` for how their KV caches of different lengths share one left-padded
+batch. A prefill takes what it can from the `PrefixCache` (the KV of finished sequences and of prefixes shared by a
+group, computed by the current weights: every step reads the model's `WeightVersion` and uses the cache at that
+version) and feeds only the rest of each prompt; identical prompts of one group (the n samples of a GRPO prompt) are
+fed once and share the resulting KV. All torch work happens on the caller's thread (the engine's scheduler thread);
+the only hand-off is `Request.on_finish`.
 
 Device: the batcher works on the device of the model's parameters (`model_device`). Every tensor it builds (inputs,
 masks, KV, the `seen` mask, sampling parameters) lives there; host-side lists are turned into one tensor each and
@@ -30,6 +31,7 @@ from transformers import DynamicCache
 from skyrl_gym.common.stop_reasons import StopReason
 from skyrl_train.inference_engines.base import SamplingParams
 from skyrl_train.inference_engines.hf.kv_buffer import KVBuffer, compaction_plan
+from skyrl_train.inference_engines.hf.prefill_split import split_by_tail_length
 from skyrl_train.inference_engines.hf.prefix_attention import SHARED_PREFIX_ATTENTION
 from skyrl_train.inference_engines.hf.prefix_cache import PrefixCache, PrefixEntry, common_prefix_length
 from skyrl_train.inference_engines.hf.sampling import SamplingBatch, choose_tokens, sampled_logprobs
@@ -148,7 +150,9 @@ class ContinuousBatcher:
         self._version = self.weight_version.value
         self.admitting = self._next_prefill_group()
         if self.admitting:
-            self._prefill(self.admitting)
+            self._cache_shared_prefix(self.admitting)
+            for part in self._prefill_parts(self.admitting):
+                self._prefill(part)
             self.admitting = []
         if self.running:
             self._decode()
@@ -183,9 +187,21 @@ class ContinuousBatcher:
             widest = padded
         return group
 
+    def _prefill_parts(self, group: list[Request]) -> list[list[Request]]:
+        """`group` in parts of one prefill forward each (`prefill_split`: on the CPU, so that prompts with short
+        uncached tails do not feed as many tokens as the longest one). Identical prompts stay in one part."""
+        if self.device.type != "cpu" or len(group) < 2:
+            return [group]
+        distinct = list(dict.fromkeys(tuple(r.prompt_ids) for r in group))
+        tails = [len(p) - self.prefix_cache.match(list(p), self._version)[1] for p in distinct]
+        parts = split_by_tail_length(tails)
+        if len(parts) == 1:
+            return [group]
+        part_of = {distinct[index]: number for number, part in enumerate(parts) for index in part}
+        return [[r for r in group if part_of[tuple(r.prompt_ids)] == number] for number in range(len(parts))]
+
     def _prefill(self, group: list[Request]) -> None:
         n = len(group)
-        self._cache_shared_prefix(group)
         # Identical prompts (the n samples of a GRPO prompt) are prefilled once; row i takes distinct[source[i]].
         distinct: dict[tuple[int, ...], int] = {}
         source = [distinct.setdefault(tuple(r.prompt_ids), len(distinct)) for r in group]

@@ -318,6 +318,27 @@ async def test_a_prefill_group_mixing_a_cache_hit_and_a_miss_generates_what_each
         )
 
 
+async def test_on_the_cpu_short_uncached_tails_are_prefilled_apart_from_a_long_one(engine, model, tiny_tokenizer):
+    # Turns of agent conversations behind one cached system prompt: one after a long tool result, two first turns.
+    system = token_ids(tiny_tokenizer, SYSTEM * 2)
+    await generate_one(engine, system, greedy(1))
+    long_tail = system + token_ids(tiny_tokenizer, " Tool result: " + " ".join(str(100 + i) for i in range(60)))
+    short_tails = [system + token_ids(tiny_tokenizer, f" Question {i}?") for i in (1, 2)]
+    prompts = [short_tails[0], long_tail, short_tails[1]]
+    before = engine.stats
+    output = await engine.generate({"prompt_token_ids": prompts, "sampling_params": greedy(6, ignore_eos=True)})
+    assert engine.stats.prefill_forward_passes - before.prefill_forward_passes == 2  # the long tail, then the short
+    # No row feeds cached tokens again to line up with the long tail.
+    assert engine.stats.prefilled_tokens - before.prefilled_tokens == sum(
+        len(prompt) - len(system) for prompt in prompts
+    )
+    for prompt, response, logprobs in zip(prompts, output["response_ids"], output["response_logprobs"], strict=True):
+        assert response == generate_alone(model, prompt, 6)
+        assert_logprobs_match_full_forward(
+            model, prompt, {"response_ids": response, "response_logprobs": logprobs}, temperature=1.0
+        )
+
+
 async def test_sleep_and_reset_prefix_cache_drop_cached_prefixes(any_engine, tiny_tokenizer):
     engine = any_engine
     prompt = token_ids(tiny_tokenizer, SYSTEM)
