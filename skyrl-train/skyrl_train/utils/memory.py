@@ -4,6 +4,13 @@
 (``VmHWM``), and writing ``5`` to ``/proc/self/clear_refs`` sets it back to the current RSS, so reading the mark at
 the end of a step and resetting it gives the step's own peak, spikes between samples included.
 
+`mapped_zeros` is for long-lived CPU buffers (the hf engine's KV): each gets an anonymous memory mapping of its own,
+which freeing it unmaps. glibc serves a large block from the malloc arenas once its moving mmap threshold has grown past
+it (up to 32 MiB, after the first large frees); a long-lived block there pins the pages around it after the transient
+blocks between them are freed, so the process's resident memory grows. Fixing the threshold low
+(`MALLOC_MMAP_THRESHOLD_`) avoids that for every block, but then every transient block above it (activations, logits)
+is a fresh mapping whose pages fault in on each use, which slowed the main job's eval by 10-20%.
+
 `release_free_memory` matters because generation and training run on different threads: glibc's malloc gives each
 thread its own arena and keeps freed blocks in it, so the memory the engine's thread freed (prefix cache, KV buffers,
 logits) stays resident while the training thread allocates its activations elsewhere, and the two phases' peaks add
@@ -18,6 +25,8 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+import math
+import mmap
 from pathlib import Path
 
 import torch
@@ -27,6 +36,22 @@ logger = logging.getLogger(__name__)
 GB = 1e9
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+MAPPED_MIN_BYTES = 128 * 1024
+"""glibc's initial mmap threshold: `mapped_zeros` leaves smaller tensors to the malloc arenas."""
+
+
+def mapped_zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Zeros of ``shape`` on ``device``; on the CPU, from `MAPPED_MIN_BYTES` on, in an anonymous memory mapping of
+    their own, returned to the kernel when the tensor (and every view of it) is freed, whatever glibc's mmap
+    threshold. The pages are zero until written, so an unused part costs no memory."""
+    device = torch.device(device)
+    count = math.prod(shape)
+    nbytes = count * dtype.itemsize
+    if device.type != "cpu" or nbytes < MAPPED_MIN_BYTES:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    return torch.frombuffer(mmap.mmap(-1, nbytes), dtype=dtype, count=count).view(shape)
 
 
 def rss_bytes() -> tuple[int, int]:

@@ -33,6 +33,7 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from skyrl_train.inference_engines.hf.prefix_attention import SharedPrefixKV
 from skyrl_train.inference_engines.hf.prefix_cache import common_prefix_length
+from skyrl_train.utils.memory import mapped_zeros
 
 _COLUMN_ALIGN = 64
 MIN_SHARED_PREFIX = 64
@@ -262,10 +263,9 @@ class KVBuffer:
         def fresh(like_tensor: torch.Tensor) -> torch.Tensor:
             # Zeros, not empty: padding columns are masked, but must hold finite numbers, because a masked attention
             # weight is exactly 0 and 0 * NaN would still poison the row.
+            # A mapping of its own on the CPU: long-lived, so not in the malloc arenas (`utils.memory.mapped_zeros`).
             heads, dim = like_tensor.shape[1], like_tensor.shape[3]
-            return torch.zeros(
-                row_capacity, heads, col_capacity, dim, dtype=like_tensor.dtype, device=like_tensor.device
-            )
+            return mapped_zeros((row_capacity, heads, col_capacity, dim), like_tensor.dtype, like_tensor.device)
 
         if not self.keys:
             self.keys, self.values = [fresh(k) for k, _ in like], [fresh(v) for _, v in like]

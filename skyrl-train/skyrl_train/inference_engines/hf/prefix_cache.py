@@ -32,6 +32,8 @@ import dataclasses
 import numpy as np
 import torch
 
+from skyrl_train.utils.memory import mapped_zeros
+
 BLOCK_TOKENS = 64
 """Tokens per shared storage block."""
 
@@ -231,8 +233,14 @@ class PrefixCache:
 def _stack(
     keys: list[torch.Tensor], values: list[torch.Tensor], start: int, end: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Copies of tokens [start, end) of every layer: ([layers, kv_heads, end - start, head_dim]) x 2."""
-    return torch.stack([k[:, start:end] for k in keys]), torch.stack([v[:, start:end] for v in values])
+    """Copies of tokens [start, end) of every layer: ([layers, kv_heads, end - start, head_dim]) x 2, each in a mapping
+    of its own on the CPU (long-lived: `utils.memory.mapped_zeros`)."""
+    return _stacked([k[:, start:end] for k in keys]), _stacked([v[:, start:end] for v in values])
+
+
+def _stacked(layers: list[torch.Tensor]) -> torch.Tensor:
+    out = mapped_zeros((len(layers), *layers[0].shape), layers[0].dtype, layers[0].device)
+    return torch.stack(layers, out=out)
 
 
 def common_prefix_length(a: np.ndarray, b: np.ndarray, limit: int) -> int:
