@@ -9,7 +9,8 @@ which freeing it unmaps. glibc serves a large block from the malloc arenas once 
 it (up to 32 MiB, after the first large frees); a long-lived block there pins the pages around it after the transient
 blocks between them are freed, so the process's resident memory grows. Fixing the threshold low
 (`MALLOC_MMAP_THRESHOLD_`) avoids that for every block, but then every transient block above it (activations, logits)
-is a fresh mapping whose pages fault in on each use, which slowed the main job's eval by 10-20%.
+is a fresh mapping whose pages fault in on each use: the main job's eval took ~11% longer with it
+(docs/journal/cpu-step-profile.md).
 
 `release_free_memory` matters because generation and training run on different threads: glibc's malloc gives each
 thread its own arena and keeps freed blocks in it, so the memory the engine's thread freed (prefix cache, KV buffers,
