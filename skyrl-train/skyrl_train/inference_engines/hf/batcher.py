@@ -38,6 +38,9 @@ from skyrl_train.inference_engines.hf.sampling import SamplingBatch, choose_toke
 from skyrl_train.models.attention import attention_implementation
 from skyrl_train.types.weight_version import WeightVersion
 
+_Match = tuple[PrefixEntry | None, int]
+"""A prompt's longest cached prefix: its entry and length (`PrefixCache.match`)."""
+
 
 def model_device(model: torch.nn.Module) -> torch.device:
     """The device of `model`'s (first) parameter: where the batcher builds its tensors."""
@@ -151,8 +154,14 @@ class ContinuousBatcher:
         self.admitting = self._next_prefill_group()
         if self.admitting:
             self._cache_shared_prefix(self.admitting)
-            for part in self._prefill_parts(self.admitting):
-                self._prefill(part)
+            # Each distinct prompt's longest cached prefix, looked up once for the split and the forwards (an entry
+            # evicted by an earlier part's inserts still holds its KV).
+            matches = {
+                prompt: self.prefix_cache.match(list(prompt), self._version)
+                for prompt in dict.fromkeys(tuple(r.prompt_ids) for r in self.admitting)
+            }
+            for part in self._prefill_parts(self.admitting, matches):
+                self._prefill(part, matches)
             self.admitting = []
         if self.running:
             self._decode()
@@ -187,26 +196,26 @@ class ContinuousBatcher:
             widest = padded
         return group
 
-    def _prefill_parts(self, group: list[Request]) -> list[list[Request]]:
+    def _prefill_parts(self, group: list[Request], matches: dict[tuple[int, ...], _Match]) -> list[list[Request]]:
         """`group` in parts of one prefill forward each (`prefill_split`: on the CPU, so that prompts with short
         uncached tails do not feed as many tokens as the longest one). Identical prompts stay in one part."""
         if self.device.type != "cpu" or len(group) < 2:
             return [group]
         distinct = list(dict.fromkeys(tuple(r.prompt_ids) for r in group))
-        tails = [len(p) - self.prefix_cache.match(list(p), self._version)[1] for p in distinct]
-        parts = split_by_tail_length(tails)
+        parts = split_by_tail_length([len(p) - matches[p][1] for p in distinct])
         if len(parts) == 1:
             return [group]
         part_of = {distinct[index]: number for number, part in enumerate(parts) for index in part}
         return [[r for r in group if part_of[tuple(r.prompt_ids)] == number] for number in range(len(parts))]
 
-    def _prefill(self, group: list[Request]) -> None:
+    def _prefill(self, group: list[Request], matches: dict[tuple[int, ...], _Match]) -> None:
+        """Prefill `group` in one forward; `matches`: each of its prompts' cached prefix (`PrefixCache.match`)."""
         n = len(group)
         # Identical prompts (the n samples of a GRPO prompt) are prefilled once; row i takes distinct[source[i]].
         distinct: dict[tuple[int, ...], int] = {}
         source = [distinct.setdefault(tuple(r.prompt_ids), len(distinct)) for r in group]
         prompts = [list(p) for p in distinct]
-        prefixes = [self.prefix_cache.match(p, self._version) for p in prompts]
+        prefixes = [matches[p] for p in distinct]
         # Everything built from host lists goes to the device before the forward pass (see `_uniforms`).
         source_rows = torch.tensor(source, dtype=torch.long, device=self.device)
         prompt_tokens = _prompt_token_index(group, self.device)

@@ -33,7 +33,7 @@ def split_by_tail_length(tails: list[int], forward_cost_tokens: int = FORWARD_CO
     lengths = sorted(set(tails), reverse=True)
     counts = [tails.count(length) for length in lengths]
     # best[j]: least cost of the lengths before j; a part spans lengths[i:j], fed lengths[i] tokens a row.
-    best, cut = [0] + [0] * len(lengths), [0] * (len(lengths) + 1)
+    best, cut = [0] * (len(lengths) + 1), [0] * (len(lengths) + 1)
     for j in range(1, len(lengths) + 1):
         options = ((best[i] + forward_cost_tokens + sum(counts[i:j]) * lengths[i], i) for i in range(j))
         best[j], cut[j] = min(options)
